@@ -1,0 +1,119 @@
+"""The command line: the same engine as the app, from a terminal.
+
+    python -m app generate --prompt "It is a truth" --gamma 4 --baseline
+    python -m app bench
+    python -m app roofline | knee --model NAME        (app.roofline_cli)
+
+Errors are one line on stderr and exit status 2; no tracebacks for bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+FATE_ANSI = {"accepted": "32", "rejected": "9;31", "correction": "34", "bonus": "35", "target": "0"}
+
+
+def colour(pieces, tty: bool) -> str:
+    """Token texts, ANSI-coloured by fate on a terminal; plain (rejected drafts dropped) if not."""
+    if not tty:
+        return "".join(p.text for p in pieces if p.fate != "rejected")
+    return "".join(f"\x1b[{FATE_ANSI[p.fate]}m{p.text}\x1b[0m" for p in pieces)
+
+
+def summary_lines(trace) -> list[str]:
+    s = trace.summary
+    lines = [f"acceptance rate        {s.acceptance_rate:.3f}  ({s.accepted}/{s.drafted} drafted tokens)",
+             f"tokens per target pass {s.tokens_per_pass:.2f}",
+             f"forward passes         target {s.target_passes}, draft {s.draft_passes} (prefill excluded)",
+             f"speculative            {s.new_tokens} tokens in {s.seconds:.2f} s = {s.tokens_per_s:.1f} tokens/s"]
+    if trace.baseline is not None:
+        b = trace.baseline
+        lines.append(f"baseline (target only) {len(b.output_ids)} tokens in {b.seconds:.2f} s = {b.tokens_per_s:.1f} tokens/s")
+        lines.append(f"measured speedup       {s.tokens_per_s / b.tokens_per_s:.2f}x")
+        if b.identical is not None:
+            lines.append(f"greedy outputs identical: {'yes' if b.identical else 'NO'}")
+    return lines
+
+
+def add_decode_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gamma", type=int, default=4, help="draft tokens per target pass (1-16)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--drafter", default="model", help="model | ngram")
+    p.add_argument("--target", default=None, help="model directory or hub id (default: embedded)")
+    p.add_argument("--draft", default=None, help="model directory or hub id (default: embedded)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    p.add_argument("--dtype", default="auto", help="auto | float32 | float16 | bfloat16")
+
+
+def cmd_generate(args) -> int:
+    from app import validation
+    from app.engine import run
+    from app.models import load_pair
+    settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
+                                   top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
+                                   drafter=args.drafter)
+    pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
+                     ngram=args.drafter == "ngram")
+    ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens)
+    tty, shown = sys.stdout.isatty(), 0
+    sys.stdout.write(args.prompt)
+    for trace in run(pair, ids, args.prompt, settings, baseline=args.baseline):
+        for step in trace.steps[shown:]:
+            sys.stdout.write(colour(step.pieces, tty))
+        shown = len(trace.steps)
+        sys.stdout.flush()
+    print("\n" + "\n".join(summary_lines(trace)))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(trace.to_json(indent=1))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from app import bench
+    return bench.main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m app", description="Speculative Decoding Lab")
+    sub = ap.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="decode one prompt, tokens coloured by fate")
+    g.add_argument("--prompt", required=True)
+    add_decode_args(g)
+    g.add_argument("--baseline", action="store_true", help="also run target-only decoding")
+    g.add_argument("--json", default=None, help="write the trace here")
+    g.set_defaults(func=cmd_generate)
+    b = sub.add_parser("bench", help="plain vs transformers assisted vs this engine")
+    add_decode_args(b)
+    b.add_argument("--repeats", type=int, default=3)
+    b.set_defaults(func=cmd_bench)
+    try:
+        from app import roofline_cli
+        roofline_cli.add_parsers(sub)
+    except ImportError:  # pragma: no cover - the roofline module is optional at import time
+        pass
+    return ap
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    from app.models import ModelLoadError
+    from app.validation import InputError
+    try:
+        return args.func(args)
+    except (InputError, ModelLoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130

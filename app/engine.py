@@ -1,0 +1,219 @@
+"""The decoding engine: speculative and plain autoregressive decoding, one event per target pass.
+
+    for event in speculative_generate(pair, prompt_ids, settings): ...
+    for trace in run(pair, prompt, settings, baseline=True): ...   # a growing Trace
+
+KV-cache invariant after every step (tested): the target's cache holds exactly ids[:-1], the
+accepted sequence without its newest token (which is the next pass's input); the draft's cache
+holds ids[:-1], or ids[:-2] after a step where every draft was accepted (see ModelDrafter).
+Plain decoding is the same loop with a drafter that proposes nothing (gamma = 0).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterator
+
+import torch
+
+from app.drafters import ModelDrafter, NgramDrafter, NoDrafter, Proposal
+from app.models import ModelPair, crop_cache, new_cache
+from app.speculative import logits_to_probs, sample, verify
+from app.timing import timed_forward
+from app.trace import Baseline, Check, Piece, StepEvent, Summary, Trace
+
+TOP_SHOWN = 8  # tokens per position kept for the inspector
+
+
+@dataclass
+class DecodeSettings:
+    """Validated by app.validation before they reach the engine."""
+    gamma: int = 4
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 64
+    drafter: str = "model"  # "model" | "ngram"
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def make_drafter(pair: ModelPair, kind: str):
+    if kind == "model":
+        if pair.draft is None:
+            raise ValueError("this pair has no draft model: use the n-gram drafter")
+        return ModelDrafter(pair.draft, pair.device)
+    if kind == "ngram":
+        return NgramDrafter(pair.target.config.vocab_size)
+    if kind == "none":
+        return NoDrafter()
+    raise ValueError(f"unknown drafter {kind!r}: use model or ngram")
+
+
+class _Decoder:
+    """Token texts for display: decode with a little left context so that byte-level BPE
+    pieces of one character come out whole."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def piece(self, context: list[int], token: int) -> str:
+        ctx = context[-4:]
+        before = self.tokenizer.decode(ctx)
+        return self.tokenizer.decode(ctx + [token])[len(before):]
+
+
+def _checks(proposal: Proposal, p_display: torch.Tensor, verdict, greedy: bool) -> list[Check]:
+    """One Check per examined position; p_display: [g + 1, vocab] on CPU."""
+    checks = []
+    for i, ok in enumerate(verdict.accepted):
+        x = int(proposal.draft_ids[i])
+        p_row, q_row = p_display[i], proposal.q_display[i]
+        top = torch.topk(p_row, min(TOP_SHOWN, p_row.shape[0])).indices
+        p_x, q_x = float(p_row[x]), float(q_row[x])
+        check = Check(token_id=x, q=q_x, p=p_x, ratio=p_x / q_x if q_x > 0 else float("inf"),
+                      r=verdict.r[i], accepted=ok, top_ids=top.tolist(),
+                      top_p=p_row[top].tolist(), top_q=q_row[top].tolist())
+        if not ok and not greedy:
+            res_top = torch.topk(verdict.residual, min(TOP_SHOWN, p_row.shape[0]))
+            check.residual_ids, check.residual_p = res_top.indices.tolist(), res_top.values.tolist()
+        checks.append(check)
+    return checks
+
+
+def _emit(proposal, verdict, eos_id, remaining) -> tuple[list[int], bool]:
+    """Accepted prefix + correction/bonus, cut at EOS (kept) and at the token budget."""
+    emitted = proposal.draft_ids[:verdict.n_accepted].tolist() + [verdict.next_token]
+    emitted = emitted[:remaining]
+    if eos_id is not None and eos_id in emitted:
+        return emitted[:emitted.index(eos_id) + 1], True
+    return emitted, False
+
+
+def _pieces(decoder, ids, proposal, verdict, emitted, p_display, step) -> list[Piece]:
+    pieces, context = [], list(ids)
+    g = len(proposal.draft_ids)
+    for i, tok in enumerate(emitted):
+        drafted = i < verdict.n_accepted
+        fate = "accepted" if drafted else ("target" if g == 0 else
+                                           "bonus" if verdict.is_bonus else "correction")
+        q = float(proposal.q_display[i, tok]) if drafted else None
+        pieces.append(Piece(tok, decoder.piece(context, tok), fate, step, float(p_display[i, tok]), q))
+        if not drafted and not verdict.is_bonus:  # the rejected draft, struck through
+            x = int(proposal.draft_ids[i])
+            pieces.insert(-1, Piece(x, decoder.piece(context, x), "rejected", step,
+                                    float(p_display[i, x]), float(proposal.q_display[i, x])))
+        context.append(tok)
+    return pieces
+
+
+def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings,
+                         drafter=None, cancel: Callable[[], bool] | None = None,
+                         after_step: Callable | None = None) -> Iterator[StepEvent]:
+    """Yield one StepEvent per target pass until EOS, max_new_tokens or cancel().
+
+    after_step(ids, target_cache, drafter), if given, sees the state after each step (tests)."""
+    greedy = settings.greedy
+    generator = torch.Generator().manual_seed(settings.seed)
+    transform = lambda logits: logits_to_probs(logits, settings.temperature, settings.top_k, settings.top_p)
+    display = (lambda logits: torch.softmax(logits.float(), -1)) if greedy else transform
+    sampler = lambda probs: sample(probs, generator, greedy)
+    drafter = drafter or make_drafter(pair, settings.drafter)
+    decoder, eos_id = _Decoder(pair.tokenizer), pair.tokenizer.eos_token_id
+    ids, cache, produced = list(prompt_ids), new_cache(), 0
+    pending_forwards = drafter.start(ids)
+    if len(ids) > 1:
+        prompt = torch.tensor([ids[:-1]], device=pair.device)  # [1, n - 1]
+        pending_forwards.append(timed_forward(pair.target, prompt, cache, pair.device,
+                                              model_name="target", phase="prefill")[1])
+    for index in range(settings.max_new_tokens):
+        remaining = settings.max_new_tokens - produced
+        if remaining <= 0 or (cancel is not None and cancel()):
+            return
+        proposal = drafter.propose(ids, min(settings.gamma, remaining - 1), transform, display, sampler)
+        x = torch.tensor([ids[-1:] + proposal.draft_ids.tolist()], device=pair.device)  # [1, g + 1]
+        phase = "verify" if len(proposal.draft_ids) else "decode"
+        logits, timing = timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase)
+        p_target = transform(logits[0]).cpu()  # [g + 1, vocab]
+        p_display = display(logits[0]).cpu() if greedy else p_target
+        verdict = verify(proposal.draft_ids, proposal.q_draft, p_target, generator, greedy)
+        emitted, hit_eos = _emit(proposal, verdict, eos_id, remaining)
+        event = StepEvent(index=index, gamma=len(proposal.draft_ids), draft_ids=proposal.draft_ids.tolist(),
+                          q_draft=[float(proposal.q_draft[i, t]) for i, t in enumerate(proposal.draft_ids.tolist())],
+                          checks=_checks(proposal, p_display, verdict, greedy), n_accepted=verdict.n_accepted,
+                          emitted_ids=emitted, pieces=_pieces(decoder, ids, proposal, verdict, emitted, p_display, index),
+                          forwards=pending_forwards + proposal.forwards + [timing])
+        pending_forwards = []
+        ids += emitted
+        produced += len(emitted)
+        crop_cache(cache, len(ids) - 1)
+        drafter.rollback(len(ids) - 1)
+        if after_step is not None:
+            after_step(ids, cache, drafter)
+        yield event
+        if hit_eos:
+            return
+
+
+def autoregressive_generate(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings,
+                            cancel=None) -> Iterator[StepEvent]:
+    """The baseline: the target alone, one token per pass; same events, same timings."""
+    return speculative_generate(pair, prompt_ids, settings, NoDrafter(), cancel)
+
+
+def summarize(steps: list[StepEvent], seconds: float) -> Summary:
+    new_tokens = sum(len(s.emitted_ids) for s in steps)
+    drafted = sum(len(s.draft_ids) for s in steps)
+    accepted = sum(s.n_accepted for s in steps)
+    forwards = [f for s in steps for f in s.forwards if f.phase != "prefill"]
+    target_passes = sum(f.model == "target" for f in forwards)
+    return Summary(new_tokens=new_tokens, seconds=seconds,
+                   tokens_per_s=new_tokens / seconds if seconds > 0 else 0.0,
+                   target_passes=target_passes, draft_passes=sum(f.model == "draft" for f in forwards),
+                   drafted=drafted, accepted=accepted,
+                   acceptance_rate=accepted / drafted if drafted else 0.0,
+                   tokens_per_pass=new_tokens / target_passes if target_passes else 0.0,
+                   flops=sum(f.flops for s in steps for f in s.forwards))
+
+
+def run(pair: ModelPair, prompt_ids: list[int], prompt: str, settings: DecodeSettings,
+        baseline: bool = False, cancel=None) -> Iterator[Trace]:
+    """Decode and yield the growing Trace after every step; the last yield is complete
+    (summary set, and with baseline=True the target-only run for comparison)."""
+    trace = Trace(prompt=prompt, settings=asdict(settings), prompt_ids=list(prompt_ids),
+                  device={"device": pair.device, "dtype": str(pair.dtype).replace("torch.", "")},
+                  models={"target": pair.target_id, "draft": pair.draft_id, **pair.info})
+    start = time.perf_counter()
+    for event in speculative_generate(pair, prompt_ids, settings, cancel=cancel):
+        trace.steps.append(event)
+        trace.output_ids = [t for s in trace.steps for t in s.emitted_ids]
+        yield trace
+    trace.summary = summarize(trace.steps, time.perf_counter() - start)
+    trace.output_text = pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True)
+    trace.stopped = _stop_reason(trace, settings, pair, cancel)
+    if baseline and trace.stopped != "cancelled":
+        yield trace
+        trace.baseline = run_baseline(pair, prompt_ids, settings, trace.output_ids, cancel)
+    yield trace
+
+
+def run_baseline(pair, prompt_ids, settings, spec_ids, cancel=None) -> Baseline:
+    start = time.perf_counter()
+    steps = list(autoregressive_generate(pair, prompt_ids, settings, cancel))
+    seconds = time.perf_counter() - start
+    ids = [t for s in steps for t in s.emitted_ids]
+    return Baseline(output_ids=ids, output_text=pair.tokenizer.decode(ids, skip_special_tokens=True),
+                    tokens_per_s=len(ids) / seconds if seconds > 0 else 0.0, seconds=seconds,
+                    identical=(ids == spec_ids) if settings.greedy else None, steps=steps)
+
+
+def _stop_reason(trace, settings, pair, cancel) -> str:
+    eos = pair.tokenizer.eos_token_id
+    if trace.output_ids and trace.output_ids[-1] == eos:
+        return "eos"
+    if len(trace.output_ids) >= settings.max_new_tokens:
+        return "max_new_tokens"
+    return "cancelled" if cancel is not None and cancel() else "stopped"

@@ -1,0 +1,157 @@
+"""Loading a draft/target pair, and the only code that touches the transformers cache API.
+
+A pair is two causal LMs that share one tokenizer. Either side is a local model directory or a
+Hugging Face hub id; the embedded pair in `demo_models/tiny/` is loaded by exactly the same
+`from_pretrained` calls as a hub pair. `trust_remote_code` is never passed.
+
+transformers 5.x cache churn lives here: the forward keyword is `cache` (was
+`past_key_values`), the output field is `.cache`, and `DynamicCache.crop(n)` takes a *negative*
+n, the number of tokens to drop.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+
+from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
+EMBEDDED_HINT = ("the embedded pair works offline: leave --target/--draft unset "
+                 "(or choose 'embedded' in the app)")
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class ModelLoadError(ValueError):
+    """A pair could not be loaded; the message says why in one line."""
+
+
+@dataclass
+class ModelPair:
+    """target / draft: causal LMs on `device` in `dtype`; draft is None for n-gram drafting."""
+    target: torch.nn.Module
+    draft: torch.nn.Module | None
+    tokenizer: object
+    device: str
+    dtype: torch.dtype
+    target_id: str
+    draft_id: str | None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def context(self) -> int:
+        return int(getattr(self.target.config, "max_position_embeddings", 2048))
+
+
+def resolve_device(device: str = "auto") -> str:
+    """'auto' -> cuda > mps > cpu; an explicit device must be available."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    base = device.split(":")[0]
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if base not in available:
+        raise ModelLoadError(f"unknown device {device!r}: use auto, cpu, cuda or mps")
+    if not available[base]:
+        raise ModelLoadError(f"device {device!r} is not available on this machine")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """'auto' -> float32 on CPU, bfloat16 on CUDA (float16 if unsupported), float16 on MPS."""
+    if dtype != "auto":
+        if dtype not in DTYPES:
+            raise ModelLoadError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")
+        return DTYPES[dtype]
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float16 if device == "mps" else torch.float32
+
+
+def locate(name: str | os.PathLike) -> str:
+    """A local model directory, or a syntactically valid hub id; anything else is an error."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{name}: directory holds no model (no config.json)")
+        return str(path)
+    if HUB_ID.match(str(name)) and not str(name).startswith((".", "/", "~")):
+        return str(name)
+    raise ModelLoadError(f"{name}: no model directory there, and not a hub id like 'org/name'")
+
+
+def _from_pretrained(loader, name: str, **kw):
+    """Call a transformers loader; turn download/offline failures into one clear line."""
+    local = Path(name).is_dir()
+    if not local and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise ModelLoadError(f"{name}: needs a download but HF_HUB_OFFLINE=1; {EMBEDDED_HINT}")
+    try:
+        return loader.from_pretrained(name, trust_remote_code=False, **kw)
+    except (OSError, ValueError) as exc:  # hub errors subclass OSError; bad files ValueError
+        where = "could not be loaded" if local else "could not be downloaded (no internet?)"
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"{name} {where}: {first}. {EMBEDDED_HINT if not local else ''}".strip()) from exc
+
+
+def load_model(name: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
+    model = _from_pretrained(AutoModelForCausalLM, name, dtype=dtype)
+    return model.to(device).eval()
+
+
+def same_tokenizer(a, b) -> bool:
+    """Two tokenizers are interchangeable when they map every string to the same ids."""
+    return a.get_vocab() == b.get_vocab() and a.eos_token_id == b.eos_token_id
+
+
+def load_pair(target: str | None = None, draft: str | None = None, *, device: str = "auto",
+              dtype: str = "auto", ngram: bool = False) -> ModelPair:
+    """Load a pair (defaults: the embedded pair). With ngram=True no draft model is loaded."""
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    target_id = locate(target or TINY_TARGET_DIR)
+    if not ngram and draft is None and target is not None:
+        raise ModelLoadError("a custom target needs a draft (--draft DIR_OR_ID) or --drafter ngram")
+    draft_id = None if ngram else locate(draft or TINY_DRAFT_DIR)
+    t0 = time.perf_counter()
+    tokenizer = _from_pretrained(AutoTokenizer, target_id)
+    if draft_id is not None and draft_id != target_id:
+        draft_tok = _from_pretrained(AutoTokenizer, draft_id)
+        if not same_tokenizer(tokenizer, draft_tok):
+            raise ModelLoadError(f"the tokenizers of {target_id} and {draft_id} differ: "
+                                 "speculative decoding needs one shared vocabulary")
+    target_model = load_model(target_id, device, torch_dtype)
+    draft_model = None if draft_id is None else load_model(draft_id, device, torch_dtype)
+    info = {"target_params": target_model.num_parameters(),
+            "draft_params": draft_model.num_parameters() if draft_model is not None else 0,
+            "load_seconds": round(time.perf_counter() - t0, 2)}
+    return ModelPair(target_model, draft_model, tokenizer, device, torch_dtype,
+                     target_id, draft_id, info)
+
+
+# --- the transformers cache API, in one place -------------------------------------------
+
+def new_cache() -> DynamicCache:
+    return DynamicCache()
+
+
+def cache_len(cache: DynamicCache) -> int:
+    return int(cache.get_seq_length())
+
+
+def crop_cache(cache: DynamicCache, keep: int) -> None:
+    """Keep the first `keep` positions (transformers 5.x: crop takes -tokens_to_remove)."""
+    drop = cache_len(cache) - keep
+    if drop > 0:
+        cache.crop(-drop)
+
+
+@torch.inference_mode()
+def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
+    """input_ids: [batch, q] new tokens after the cached ones -> logits [batch, q, vocab]."""
+    return model(input_ids=input_ids, cache=cache, use_cache=True).logits

@@ -1,0 +1,178 @@
+"""Trace types: what one decoding run produced, as plain Python values.
+
+Plain dataclasses of ints, floats, strings and lists only, so that gr.State can copy them,
+`visualizations/` can draw them without importing torch, and a run saved as JSON replays
+exactly. The engine yields `StepEvent`s; a finished run is a `Trace`.
+
+Fates of a token (the colours of the live view):
+    "accepted"   - a draft token the target accepted
+    "rejected"   - a draft token the target rejected (shown struck through, never emitted)
+    "correction" - the token the target sampled from norm(max(0, p - q)) after a rejection
+    "bonus"      - the extra target token when all gamma drafts were accepted
+    "target"     - a token of plain autoregressive decoding (the baseline)
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+FATES = ("accepted", "rejected", "correction", "bonus", "target")
+
+
+@dataclass
+class ForwardTiming:
+    """One forward pass, timed with device synchronisation before and after.
+
+    model: "draft" or "target"; phase: "prefill", "draft", "verify" or "decode";
+    batch x tokens new positions were processed over kv_len cached ones.
+    flops / bytes: the cost model's estimate (app.hardware), 0 when not computed.
+    bound: "memory", "compute" or "overhead", classified from `seconds` (app.hardware).
+    """
+    model: str
+    phase: str
+    batch: int
+    tokens: int
+    kv_len: int
+    seconds: float
+    flops: float = 0.0
+    bytes: float = 0.0
+    bound: str = ""
+
+
+@dataclass
+class Piece:
+    """One token as the reader sees it: its text, its fate, and the probabilities behind it.
+
+    p / q: p_target(x) and q_draft(x) at this position under the run's sampling transform
+    (None where a model did not score the token: q of a correction/bonus/baseline token).
+    """
+    token_id: int
+    text: str
+    fate: str
+    step: int
+    p: float | None = None
+    q: float | None = None
+
+
+@dataclass
+class Check:
+    """The verdict on one drafted position (Leviathan et al. 2023, Alg. 1).
+
+    r: the uniform draw (None under greedy decoding, where accept iff x == argmax p).
+    ratio: p_target(x) / q_draft(x). accepted: r < min(1, ratio), or the greedy rule.
+    top_ids / top_p / top_q: the target's most likely tokens at this position, with p and q.
+    residual_ids / residual_p: top of norm(max(0, p - q)) when this position was rejected.
+    """
+    token_id: int
+    q: float
+    p: float
+    ratio: float
+    r: float | None
+    accepted: bool
+    top_ids: list[int] = field(default_factory=list)
+    top_p: list[float] = field(default_factory=list)
+    top_q: list[float] = field(default_factory=list)
+    residual_ids: list[int] = field(default_factory=list)
+    residual_p: list[float] = field(default_factory=list)
+
+
+@dataclass
+class StepEvent:
+    """One target pass and what it decided.
+
+    draft_ids / q_draft: the gamma drafted tokens and q_draft of each (empty for the baseline).
+    checks: one Check per position examined, up to and including the first rejection.
+    emitted_ids: accepted prefix + correction or bonus, truncated at EOS / max_new_tokens.
+    forwards: every forward pass of this step, draft passes first, then the target's.
+    """
+    index: int
+    gamma: int
+    draft_ids: list[int]
+    q_draft: list[float]
+    checks: list[Check]
+    n_accepted: int
+    emitted_ids: list[int]
+    pieces: list[Piece]
+    forwards: list[ForwardTiming]
+
+    @property
+    def seconds(self) -> float:
+        return sum(f.seconds for f in self.forwards)
+
+
+@dataclass
+class Summary:
+    """Totals of a run. acceptance_rate = accepted drafts / drafted tokens;
+    tokens_per_pass = emitted tokens / target passes (decode and verify, prefill excluded);
+    tokens_per_s = emitted tokens / wall seconds of the decode loop (prefill included)."""
+    new_tokens: int
+    seconds: float
+    tokens_per_s: float
+    target_passes: int
+    draft_passes: int
+    drafted: int
+    accepted: int
+    acceptance_rate: float
+    tokens_per_pass: float
+    flops: float = 0.0
+
+
+@dataclass
+class Baseline:
+    output_ids: list[int]
+    output_text: str
+    tokens_per_s: float
+    seconds: float
+    identical: bool | None = None  # greedy only: speculative output == baseline output
+    steps: list[StepEvent] = field(default_factory=list)
+
+
+@dataclass
+class Trace:
+    prompt: str
+    settings: dict
+    prompt_ids: list[int]
+    output_ids: list[int] = field(default_factory=list)
+    output_text: str = ""
+    steps: list[StepEvent] = field(default_factory=list)
+    summary: Summary | None = None
+    baseline: Baseline | None = None
+    device: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    stopped: str = ""  # "eos", "max_new_tokens", "cancelled", "error: ..."
+
+    def forwards(self) -> list[ForwardTiming]:
+        return [f for s in self.steps for f in s.forwards]
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(asdict(self), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Trace":
+        return _build(cls, d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Trace":
+        return cls.from_dict(json.loads(text))
+
+
+_NESTED = {
+    ("StepEvent", "checks"): Check, ("StepEvent", "pieces"): Piece,
+    ("StepEvent", "forwards"): ForwardTiming, ("Trace", "steps"): StepEvent,
+    ("Baseline", "steps"): StepEvent, ("Trace", "summary"): Summary, ("Trace", "baseline"): Baseline,
+}
+
+
+def _build(cls, d: dict):
+    """Rebuild a dataclass (and its nested ones, per _NESTED) from a dict made by asdict."""
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in d:
+            continue
+        value, sub = d[f.name], _NESTED.get((cls.__name__, f.name))
+        if sub is not None and isinstance(value, list):
+            value = [_build(sub, v) for v in value]
+        elif sub is not None and isinstance(value, dict):
+            value = _build(sub, value)
+        kwargs[f.name] = value
+    return cls(**kwargs)

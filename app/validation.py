@@ -1,0 +1,67 @@
+"""Input validation: one place, used by the UI, the API and the CLI.
+
+Every check raises `InputError` with a one-line message naming the value and the allowed range;
+nothing is loaded or changed before all checks pass.
+"""
+from __future__ import annotations
+
+import math
+
+from app.engine import DecodeSettings
+
+MAX_GAMMA = 16            # beyond ~8 the acceptance of every drafter here makes depth pure waste
+MAX_NEW_TOKENS = 1024
+MAX_TEMPERATURE = 10.0
+MAX_SEED = 2**63 - 1
+DRAFTERS = ("model", "ngram")
+
+
+class InputError(ValueError):
+    """Bad user input; the message is safe to show as-is."""
+
+
+def _int(name: str, value, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or int(value) != value:
+        raise InputError(f"{name} must be a whole number, got {value!r}")
+    if not low <= int(value) <= high:
+        raise InputError(f"{name} must be between {low} and {high}, got {int(value)}")
+    return int(value)
+
+
+def _float(name: str, value, low: float, high: float, low_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value!r}")
+    too_low = value <= low if low_open else value < low
+    if too_low or value > high:
+        bracket = "(" if low_open else "["
+        raise InputError(f"{name} must be in {bracket}{low}, {high}], got {value}")
+    return float(value)
+
+
+def settings(*, gamma=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, max_new_tokens=64,
+             drafter="model") -> DecodeSettings:
+    """Check every decoding setting; returns DecodeSettings or raises InputError."""
+    if drafter not in DRAFTERS:
+        raise InputError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
+    return DecodeSettings(
+        gamma=_int("gamma", gamma, 1, MAX_GAMMA),
+        temperature=_float("temperature", temperature, 0.0, MAX_TEMPERATURE),
+        top_k=_int("top_k", top_k, 0, 1_000_000),
+        top_p=_float("top_p", top_p, 0.0, 1.0, low_open=True),
+        seed=_int("seed", seed, 0, MAX_SEED),
+        max_new_tokens=_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS),
+        drafter=drafter)
+
+
+def prompt_ids(tokenizer, prompt, context: int, max_new_tokens: int) -> list[int]:
+    """Tokenise the prompt; it must be non-empty and leave room for max_new_tokens (plus the
+    gamma + 1 positions of a verify pass) inside the model's context."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InputError("the prompt is empty: type some text to continue")
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    limit = context - max_new_tokens - MAX_GAMMA - 1
+    if len(ids) > limit:
+        raise InputError(f"the prompt is {len(ids)} tokens; with max_new_tokens={max_new_tokens} "
+                         f"this model's context of {context} allows at most {max(limit, 0)}")
+    return ids

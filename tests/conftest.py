@@ -1,0 +1,71 @@
+"""Shared fixtures: tiny randomly initialised pairs saved as model directories, so tests go
+through the same `from_pretrained` path as the embedded pair and hub pairs. No downloads."""
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+import torch
+
+from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
+
+TEXT = ("It is a truth universally acknowledged, that a single man in possession of a good "
+        "fortune, must be in want of a wife. ROMEO: But soft, what light through yonder window "
+        "breaks? It is the east, and Juliet is the sun. ") * 20
+
+
+def save_random(tokenizer, directory, layers, hidden, seed):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=256, tie_word_embeddings=True,
+                      eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():  # larger weights than the default init, so distributions are peaked
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.3)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory):
+    """(target_dir, draft_dir, other_tokenizer_dir): random 2-layer target, 1-layer draft on a
+    small byte-level BPE; the third directory has a different tokenizer."""
+    from demo_models.train import build_tokenizer
+    root = tmp_path_factory.mktemp("tiny")
+    tok = build_tokenizer([TEXT], vocab_size=300)
+    target = save_random(tok, root / "target", 2, 64, 0)
+    draft = save_random(tok, root / "draft", 1, 32, 1)
+    other = save_random(build_tokenizer([TEXT[::-1]], vocab_size=290), root / "other", 1, 32, 2)
+    return target, draft, other
+
+
+@pytest.fixture(scope="session")
+def tiny_pair(tiny_dirs):
+    from app.models import load_pair
+    return load_pair(tiny_dirs[0], tiny_dirs[1], device="cpu")
+
+
+@pytest.fixture(scope="session")
+def self_pair(tiny_dirs):
+    """Draft == target: greedy acceptance is 1, every step ends with a bonus token."""
+    from app.models import load_pair
+    return load_pair(tiny_dirs[0], tiny_dirs[0], device="cpu")
+
+
+def embedded_available() -> bool:
+    return (TINY_TARGET_DIR / "model.safetensors").is_file() and (TINY_DRAFT_DIR / "model.safetensors").is_file()
+
+
+@pytest.fixture(scope="session")
+def embedded_pair():
+    if not embedded_available():
+        pytest.fail("the embedded pair is missing from demo_models/tiny (run python -m demo_models.train)")
+    from app.models import load_pair
+    return load_pair(device="cpu")

@@ -1,0 +1,105 @@
+"""Roofline of the device this run used, with every timed forward pass as a point.
+
+performance = min(peak FLOP/s, intensity x bandwidth) (Williams, Waterman, Patterson 2009).
+A point's intensity is flops / bytes of the cost model's estimate; its height is
+flops / measured seconds. Points far below both roofs are overhead-bound.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from app.trace import ForwardTiming
+
+from .colors import PHASE_SYMBOLS, ROOF_COLORS, phase_color
+from .layout import FONT_SIZE, LEGEND_INSIDE, style
+
+ROOF_DASH = {"measured": "solid", "datasheet": "dash"}
+PHASE_NAMES = {
+    "draft": "draft passes",
+    "verify": "verify passes",
+    "decode": "decode passes (baseline)",
+    "prefill": "prefill",
+}
+
+
+def _roofs(ceilings: dict | None) -> list[tuple[str, float, float, str]]:
+    """(kind, peak FLOP/s, bandwidth B/s, source) for the measured and datasheet ceilings."""
+    roofs = []
+    for kind in ("measured", "datasheet"):
+        c = (ceilings or {}).get(kind)
+        if c and c.get("flops_per_s", 0) > 0 and c.get("bytes_per_s", 0) > 0:
+            roofs.append((kind, float(c["flops_per_s"]), float(c["bytes_per_s"]),
+                          str(c.get("source") or "")))
+    return roofs
+
+
+def _x_range(points: list[ForwardTiming], roofs: list) -> tuple[float, float]:
+    """Intensity range covering every point and ridge, with a decade of margin."""
+    xs = [f.flops / f.bytes for f in points] + [peak / bw for _, peak, bw, _ in roofs]
+    if not xs:
+        return 0.1, 1000.0
+    return min(xs) / 10, max(xs) * 10
+
+
+def _roof_line(kind: str, peak: float, bw: float, source: str, x_lo: float, x_hi: float):
+    """min(peak, intensity x bandwidth): a slope up to the ridge, flat after it."""
+    ridge = peak / bw
+    return go.Scatter(
+        x=[x_lo, ridge, x_hi], y=[x_lo * bw, peak, peak], mode="lines",
+        name=f"{kind} roof" + (f" ({source})" if source else ""),
+        line=dict(color=ROOF_COLORS[kind], width=3, dash=ROOF_DASH[kind]),
+        meta={"role": "roof", "kind": kind},
+        hovertemplate=(f"{kind}: peak {peak / 1e9:,.0f} GFLOP/s, "
+                       f"bandwidth {bw / 1e9:,.1f} GB/s<extra></extra>"))
+
+
+def _ridge_marker(kind: str, peak: float, bw: float) -> go.Scatter:
+    """The ridge point peak / bandwidth, labelled with its intensity."""
+    ridge = peak / bw
+    return go.Scatter(
+        x=[ridge], y=[peak], mode="markers+text", showlegend=False,
+        marker=dict(size=12, color=ROOF_COLORS[kind], symbol="x"),
+        text=[f"ridge ≈ {ridge:,.1f} FLOP/B ({kind})"],
+        textposition="bottom right" if kind == "measured" else "top left",
+        textfont=dict(size=FONT_SIZE - 2), meta={"role": "ridge", "kind": kind},
+        hovertemplate=f"{kind} ridge: %{{x:.1f}} FLOP/byte<extra></extra>")
+
+
+def _hover(f: ForwardTiming) -> str:
+    return (f"{f.model} model, {f.phase}<br>batch {f.batch} × {f.tokens} token(s), "
+            f"kv_len {f.kv_len}<br>time {f.seconds * 1e3:.2f} ms<br>"
+            f"achieved {f.flops / f.seconds / 1e9:,.2f} GFLOP/s, "
+            f"{f.bytes / f.seconds / 1e9:,.2f} GB/s<br>bound: {f.bound or '—'}")
+
+
+def _point_trace(phase: str, passes: list[ForwardTiming]) -> go.Scatter:
+    return go.Scatter(
+        x=[f.flops / f.bytes for f in passes], y=[f.flops / f.seconds for f in passes],
+        mode="markers", name=PHASE_NAMES.get(phase, phase),
+        marker=dict(size=13, symbol=PHASE_SYMBOLS.get(phase, "cross"), color=phase_color(phase),
+                    opacity=0.8, line=dict(width=1, color="white")),
+        text=[_hover(f) for f in passes], hovertemplate="%{text}<extra></extra>",
+        meta={"role": "forward", "phase": phase})
+
+
+def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.Figure:
+    """Log-log roofline: measured roof solid, datasheet roof dashed, ridge points labelled,
+    and one marker per forward pass with flops > 0 and bytes > 0 (symbol by phase)."""
+    ceilings = ceilings or {}
+    points = [f for f in forwards if f.flops > 0 and f.bytes > 0 and f.seconds > 0]
+    roofs = _roofs(ceilings)
+    x_lo, x_hi = _x_range(points, roofs)
+    fig = go.Figure()
+    for kind, peak, bw, source in roofs:
+        fig.add_trace(_roof_line(kind, peak, bw, source, x_lo, x_hi))
+        fig.add_trace(_ridge_marker(kind, peak, bw))
+    for phase in dict.fromkeys(f.phase for f in points):
+        fig.add_trace(_point_trace(phase, [f for f in points if f.phase == phase]))
+    if not points:
+        fig.add_annotation(text="no timed forward passes yet", x=0.5, y=0.5, xref="paper",
+                           yref="paper", showarrow=False, font=dict(size=FONT_SIZE + 2))
+    device = ceilings.get("device_name") or ceilings.get("device") or "unknown device"
+    dtype = f", {ceilings['dtype']}" if ceilings.get("dtype") else ""
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP / byte)")
+    fig.update_yaxes(type="log", title_text="performance (FLOP/s)", exponentformat="SI")
+    return style(fig, f"Roofline — {device}{dtype}", height=560, legend=LEGEND_INSIDE)
