@@ -19,7 +19,7 @@ import torch
 from app import validation
 from app.engine import autoregressive_generate, speculative_generate
 from app.models import load_pair
-from app.timing import synchronize
+from app.hardware import synchronize
 
 PROMPTS = ["It is a truth universally acknowledged, that",
            "ROMEO:\nBut soft, what light",

@@ -40,7 +40,7 @@ class NoDrafter:
     def start(self, ids: list[int]) -> list[ForwardTiming]:
         return []
 
-    def propose(self, ids, gamma, transform, display, sampler) -> Proposal:
+    def propose(self, ids, gamma, transform, display, sampler, keep_drafting=None) -> Proposal:
         empty = torch.zeros(0, dtype=torch.long)
         return Proposal(empty, torch.zeros(0, 0), torch.zeros(0, 0))
 
@@ -66,7 +66,8 @@ class ModelDrafter:
                                   model_name="draft", phase="prefill")
         return [timing]
 
-    def propose(self, ids, gamma, transform, display, sampler) -> Proposal:
+    def propose(self, ids, gamma, transform, display, sampler, keep_drafting=None) -> Proposal:
+        """Draft up to gamma tokens, stopping early when keep_drafting(q_row) is False."""
         tokens, q_rows, shown, forwards = [], [], [], []
         pending = ids[cache_len(self.cache):]  # 1 token, or 2 after a fully accepted step
         for _ in range(gamma):
@@ -78,6 +79,8 @@ class ModelDrafter:
             tokens.append(sampler(q_rows[-1]))
             forwards.append(timing)
             pending = tokens[-1:]
+            if keep_drafting is not None and not keep_drafting(q_rows[-1]):
+                break
         if not tokens:
             return NoDrafter().propose(ids, 0, transform, display, sampler)
         return Proposal(torch.tensor(tokens), torch.stack(q_rows).cpu(), torch.stack(shown).cpu(), forwards)
@@ -105,7 +108,7 @@ class NgramDrafter:
                     return ids[start + n:start + n + gamma]
         return []
 
-    def propose(self, ids, gamma, transform, display, sampler) -> Proposal:
+    def propose(self, ids, gamma, transform, display, sampler, keep_drafting=None) -> Proposal:
         tokens = self.lookup(ids, gamma) if gamma > 0 else []
         q = torch.zeros(len(tokens), self.vocab_size)  # [g, vocab], one-hot: q(x) = 1
         if tokens:

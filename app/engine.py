@@ -18,6 +18,7 @@ import torch
 
 from app.drafters import ModelDrafter, NgramDrafter, NoDrafter, Proposal
 from app.models import ModelPair, crop_cache, new_cache
+from app.policies import FixedDepth
 from app.speculative import logits_to_probs, sample, verify
 from app.timing import timed_forward
 from app.trace import Baseline, Check, Piece, StepEvent, Summary, Trace
@@ -47,7 +48,7 @@ def make_drafter(pair: ModelPair, kind: str):
             raise ValueError("this pair has no draft model: use the n-gram drafter")
         return ModelDrafter(pair.draft, pair.device)
     if kind == "ngram":
-        return NgramDrafter(pair.target.config.vocab_size)
+        return NgramDrafter(pair.vocab)
     if kind == "none":
         return NoDrafter()
     raise ValueError(f"unknown drafter {kind!r}: use model or ngram")
@@ -112,16 +113,21 @@ def _pieces(decoder, ids, proposal, verdict, emitted, p_display, step) -> list[P
 
 def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings,
                          drafter=None, cancel: Callable[[], bool] | None = None,
-                         after_step: Callable | None = None) -> Iterator[StepEvent]:
+                         after_step: Callable | None = None, policy=None) -> Iterator[StepEvent]:
     """Yield one StepEvent per target pass until EOS, max_new_tokens or cancel().
+
+    policy: a depth policy (app.policies); default FixedDepth(settings.gamma).
 
     after_step(ids, target_cache, drafter), if given, sees the state after each step (tests)."""
     greedy = settings.greedy
     generator = torch.Generator().manual_seed(settings.seed)
-    transform = lambda logits: logits_to_probs(logits, settings.temperature, settings.top_k, settings.top_p)
-    display = (lambda logits: torch.softmax(logits.float(), -1)) if greedy else transform
+    vocab = pair.vocab  # logits are cut to the columns both models share: [..., vocab]
+    transform = lambda logits: logits_to_probs(logits[..., :vocab], settings.temperature,
+                                               settings.top_k, settings.top_p)
+    display = (lambda logits: torch.softmax(logits[..., :vocab].float(), -1)) if greedy else transform
     sampler = lambda probs: sample(probs, generator, greedy)
     drafter = drafter or make_drafter(pair, settings.drafter)
+    policy = policy or FixedDepth(settings.gamma)
     decoder, eos_id = _Decoder(pair.tokenizer), pair.tokenizer.eos_token_id
     ids, cache, produced = list(prompt_ids), new_cache(), 0
     pending_forwards = drafter.start(ids)
@@ -133,7 +139,8 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
         remaining = settings.max_new_tokens - produced
         if remaining <= 0 or (cancel is not None and cancel()):
             return
-        proposal = drafter.propose(ids, min(settings.gamma, remaining - 1), transform, display, sampler)
+        gamma = min(policy.gamma(), remaining - 1)
+        proposal = drafter.propose(ids, gamma, transform, display, sampler, policy.keep_drafting)
         x = torch.tensor([ids[-1:] + proposal.draft_ids.tolist()], device=pair.device)  # [1, g + 1]
         phase = "verify" if len(proposal.draft_ids) else "decode"
         logits, timing = timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase)
@@ -151,6 +158,7 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
         produced += len(emitted)
         crop_cache(cache, len(ids) - 1)
         drafter.rollback(len(ids) - 1)
+        policy.update(event)
         if after_step is not None:
             after_step(ids, cache, drafter)
         yield event
@@ -180,14 +188,14 @@ def summarize(steps: list[StepEvent], seconds: float) -> Summary:
 
 
 def run(pair: ModelPair, prompt_ids: list[int], prompt: str, settings: DecodeSettings,
-        baseline: bool = False, cancel=None) -> Iterator[Trace]:
+        baseline: bool = False, cancel=None, policy=None) -> Iterator[Trace]:
     """Decode and yield the growing Trace after every step; the last yield is complete
     (summary set, and with baseline=True the target-only run for comparison)."""
     trace = Trace(prompt=prompt, settings=asdict(settings), prompt_ids=list(prompt_ids),
                   device={"device": pair.device, "dtype": str(pair.dtype).replace("torch.", "")},
                   models={"target": pair.target_id, "draft": pair.draft_id, **pair.info})
     start = time.perf_counter()
-    for event in speculative_generate(pair, prompt_ids, settings, cancel=cancel):
+    for event in speculative_generate(pair, prompt_ids, settings, cancel=cancel, policy=policy):
         trace.steps.append(event)
         trace.output_ids = [t for s in trace.steps for t in s.emitted_ids]
         yield trace

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,20 +48,50 @@ class ModelPair:
     def context(self) -> int:
         return int(getattr(self.target.config, "max_position_embeddings", 2048))
 
+    @property
+    def vocab(self) -> int:
+        """Logit columns both models share. Some families pad lm_head differently per size
+        (Qwen2.5-0.5B: 151,936 rows, 7B: 152,064); the tokenizer never emits the padding."""
+        sizes = [m.config.vocab_size for m in (self.target, self.draft) if m is not None]
+        return min(sizes)
+
+
+class ShapeTokenizer:
+    """Stands in for a tokenizer beside shape-only models (random weights): prompts are encoded
+    with the embedded tokenizer, ids it does not know print as <id>. No EOS: runs go to length."""
+    eos_token_id = None
+
+    def __init__(self, base, vocab_size: int):
+        self.base, self.vocab_size = base, vocab_size
+
+    def __call__(self, text, add_special_tokens=False):
+        return self.base(text, add_special_tokens=add_special_tokens)
+
+    def decode(self, ids, skip_special_tokens=False):
+        known = len(self.base)
+        out, run = [], []
+        for i in ids:
+            if i < known:
+                run.append(i)
+                continue
+            out.append(self.base.decode(run)), out.append(f"<{i}>")
+            run = []
+        return "".join(out) + self.base.decode(run)
+
+    def get_vocab(self):
+        return {f"<{i}>": i for i in range(self.vocab_size)}
+
+    def __len__(self):
+        return self.vocab_size
+
 
 def resolve_device(device: str = "auto") -> str:
-    """'auto' -> cuda > mps > cpu; an explicit device must be available."""
-    if device == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        return "mps" if torch.backends.mps.is_available() else "cpu"
-    base = device.split(":")[0]
-    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
-    if base not in available:
-        raise ModelLoadError(f"unknown device {device!r}: use auto, cpu, cuda or mps")
-    if not available[base]:
-        raise ModelLoadError(f"device {device!r} is not available on this machine")
-    return device
+    """'auto' -> cuda > mps > cpu; an explicit device must be available (app.hardware)."""
+    from app.hardware import detect_device
+    try:
+        return detect_device(device)
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from exc
 
 
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
@@ -86,17 +117,39 @@ def locate(name: str | os.PathLike) -> str:
     raise ModelLoadError(f"{name}: no model directory there, and not a hub id like 'org/name'")
 
 
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Can we open a TCP connection to the hub endpoint? (huggingface_hub would otherwise retry
+    for half a minute before giving up when there is no network.)"""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 def _from_pretrained(loader, name: str, **kw):
     """Call a transformers loader; turn download/offline failures into one clear line."""
     local = Path(name).is_dir()
     if not local and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise ModelLoadError(f"{name}: needs a download but HF_HUB_OFFLINE=1; {EMBEDDED_HINT}")
+    if not local and not _cached_on_disk(name) and not hub_reachable():
+        raise ModelLoadError(f"{name}: needs a download and the hub cannot be reached (offline?); {EMBEDDED_HINT}")
     try:
         return loader.from_pretrained(name, trust_remote_code=False, **kw)
     except (OSError, ValueError) as exc:  # hub errors subclass OSError; bad files ValueError
         where = "could not be loaded" if local else "could not be downloaded (no internet?)"
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        first = str(exc).strip().splitlines()[0][:200].rstrip(".") if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"{name} {where}: {first}. {EMBEDDED_HINT if not local else ''}".strip()) from exc
+
+
+def _cached_on_disk(name: str) -> bool:
+    """Whether a hub model's config is already in the local hub cache (loads without network)."""
+    from huggingface_hub import try_to_load_from_cache
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
 def load_model(name: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
@@ -132,6 +185,21 @@ def load_pair(target: str | None = None, draft: str | None = None, *, device: st
             "load_seconds": round(time.perf_counter() - t0, 2)}
     return ModelPair(target_model, draft_model, tokenizer, device, torch_dtype,
                      target_id, draft_id, info)
+
+
+def load_shape_pair(target_shape: str, draft_shape: str, *, device: str = "auto",
+                    dtype: str = "auto") -> ModelPair:
+    """Real architectures with random weights, built on the device (no download): timing only."""
+    from app.shapes import make_shape_model
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    target = make_shape_model(target_shape, device, torch_dtype).eval()
+    draft = make_shape_model(draft_shape, device, torch_dtype).eval()
+    base = _from_pretrained(AutoTokenizer, str(TINY_TARGET_DIR))
+    info = {"target_params": target.num_parameters(), "draft_params": draft.num_parameters(),
+            "shape_only": True}
+    return ModelPair(target, draft, ShapeTokenizer(base, target.config.vocab_size), device,
+                     torch_dtype, f"shape:{target_shape}", f"shape:{draft_shape}", info)
 
 
 # --- the transformers cache API, in one place -------------------------------------------

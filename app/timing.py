@@ -9,15 +9,9 @@ import time
 
 import torch
 
+from app.hardware import synchronize
 from app.models import cache_len, forward
 from app.trace import ForwardTiming
-
-
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    elif device == "mps":
-        torch.mps.synchronize()
 
 
 def timed_forward(model, input_ids: torch.Tensor, cache, device: str, *, model_name: str,

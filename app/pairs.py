@@ -1,0 +1,37 @@
+"""One model cache shared by every session of the app: loads are serialised, a failed load
+leaves the previously loaded pair in place, and at most MAX_PAIRS pairs stay in memory."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from app.models import ModelLoadError, ModelPair, load_pair, load_shape_pair
+from demo_models.presets import PRESETS
+
+MAX_PAIRS = 2
+_lock = threading.Lock()
+_cache: "OrderedDict[tuple, ModelPair]" = OrderedDict()
+
+
+def get_pair(preset: str, device: str = "auto", dtype: str = "auto", ngram: bool = False) -> ModelPair:
+    """The loaded pair for a preset name (see demo_models.presets), loading it if needed."""
+    if preset not in PRESETS:
+        raise ModelLoadError(f"unknown model pair {preset!r}: choose one of {', '.join(PRESETS)}")
+    p = PRESETS[preset]
+    key = (preset, device, dtype, ngram and p.kind != "shape")
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+        if p.kind == "shape":
+            pair = load_shape_pair(p.target, p.draft, device=device, dtype=dtype)
+        else:
+            pair = load_pair(p.target, None if key[3] else p.draft, device=device, dtype=dtype, ngram=key[3])
+        _cache[key] = pair
+        while len(_cache) > MAX_PAIRS:
+            _cache.popitem(last=False)
+        return pair
+
+
+def loaded() -> list[str]:
+    return [k[0] for k in _cache]

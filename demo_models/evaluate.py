@@ -1,0 +1,163 @@
+"""Evaluate the embedded pair for speculative decoding; print and write JSON.
+
+    python -m demo_models.evaluate --corpus ../shared/corpus/austen.txt ../shared/corpus/tinyshakespeare.txt
+
+Reports (all measured here, on this machine):
+  - held-out loss and perplexity of each model (the last 5% of every corpus file);
+  - acceptance alpha = mean over positions of sum_x min(p_target(x), q_draft(x)) (Leviathan et
+    al. 2023, Def. 3.1), on held-out text and on the target's own samples, at T = 1 and T = 0.7;
+    greedy agreement (argmax q == argmax p);
+  - mean tokens per target pass at gamma 2, 4, 6 (sampling at T = 1) against the i.i.d.
+    prediction (1 - alpha^(gamma+1)) / (1 - alpha) with alpha from the target's own samples;
+  - tokens/s of plain target decoding and of speculative decoding at each gamma (greedy and
+    T = 0.7), and the cost ratio c = t_draft / t_target of single-token forwards.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
+from app.models import forward, load_pair, new_cache
+from app.speculative import logits_to_probs
+from app.timing import timed_forward
+from demo_models import TINY_DIR
+from demo_models.train import SEQ_LEN, encode_split
+
+GAMMAS = (2, 4, 6)
+
+
+def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
+    """Leviathan et al. 2023, Eq. (1): E = (1 - alpha^(gamma+1)) / (1 - alpha)."""
+    return gamma + 1.0 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+@torch.inference_mode()
+def _logits(model, x: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=x).logits[0]  # x: [1, n] -> [n, vocab]
+
+
+def windows(ids: torch.Tensor, n: int) -> list[torch.Tensor]:
+    """Up to n non-overlapping [1, SEQ_LEN] windows of a flat id tensor."""
+    count = min(n, len(ids) // SEQ_LEN)
+    return [ids[i * SEQ_LEN:(i + 1) * SEQ_LEN][None] for i in range(count)]
+
+
+def loss_and_alpha(pair, seqs: list[torch.Tensor], temperatures=(1.0, 0.7)) -> dict:
+    """Teacher-forced over seqs: each model's next-token loss, alpha per temperature, and
+    greedy agreement."""
+    nll = {"target": [], "draft": []}
+    alpha = {t: [] for t in temperatures}
+    agree = []
+    for x in seqs:
+        lt, ld = _logits(pair.target, x), _logits(pair.draft, x)  # [n, vocab] each
+        for name, lg in (("target", lt), ("draft", ld)):
+            nll[name].append(torch.nn.functional.cross_entropy(lg[:-1], x[0, 1:]).item())
+        for t in temperatures:
+            p, q = logits_to_probs(lt, t), logits_to_probs(ld, t)
+            alpha[t].append(torch.minimum(p, q).sum(-1).mean().item())
+        agree.append((lt.argmax(-1) == ld.argmax(-1)).float().mean().item())
+    mean = statistics.fmean
+    return {"loss": {k: round(mean(v), 4) for k, v in nll.items()},
+            "perplexity": {k: round(math.exp(mean(v)), 2) for k, v in nll.items()},
+            "alpha": {f"T={t}": round(mean(v), 4) for t, v in alpha.items()},
+            "greedy_agreement": round(mean(agree), 4)}
+
+
+def own_samples(pair, prompts: list[list[int]], temperature: float, n_tokens: int, seed: int) -> list[torch.Tensor]:
+    """The target's own continuations (plain sampling), prompt included: [1, len] each."""
+    out = []
+    for i, ids in enumerate(prompts):
+        s = DecodeSettings(temperature=temperature, max_new_tokens=n_tokens, seed=seed + i)
+        gen = [t for e in autoregressive_generate(pair, ids, s) for t in e.emitted_ids]
+        out.append(torch.tensor([ids + gen]))
+    return out
+
+
+def cost_ratio(pair, repeats: int = 20) -> dict:
+    """Median single-token forward time of each model over a 64-token cache."""
+    times = {}
+    for name, model in (("target", pair.target), ("draft", pair.draft)):
+        cache = new_cache()
+        forward(model, torch.randint(0, 100, (1, 64)), cache)
+        samples = []
+        for _ in range(repeats):
+            samples.append(timed_forward(model, torch.tensor([[5]]), cache, pair.device,
+                                         model_name=name, phase="decode")[1].seconds)
+            cache.crop(-1)
+        times[name] = statistics.median(samples)
+    return {"t_target_ms": round(times["target"] * 1e3, 3), "t_draft_ms": round(times["draft"] * 1e3, 3),
+            "c": round(times["draft"] / times["target"], 3)}
+
+
+def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int) -> dict:
+    """tokens/s (median over interleaved rounds) and tokens per pass, plain and per gamma."""
+    configs = [("plain", 0)] + [(f"gamma={g}", g) for g in GAMMAS]
+    rates, per_pass = {k: [] for k, _ in configs}, {k: [] for k, _ in configs}
+    for r in range(rounds):
+        for key, gamma in configs:
+            tokens, seconds, passes = 0, 0.0, 0
+            for i, ids in enumerate(prompts):
+                s = DecodeSettings(gamma=max(gamma, 1), temperature=temperature,
+                                   max_new_tokens=n_tokens, seed=1000 * r + i)
+                gen = speculative_generate if gamma else autoregressive_generate
+                start = time.perf_counter()
+                events = list(gen(pair, ids, s))
+                seconds += time.perf_counter() - start
+                tokens += sum(len(e.emitted_ids) for e in events)
+                passes += len(events)
+            rates[key].append(tokens / seconds)
+            per_pass[key].append(tokens / passes)
+    return {k: {"tokens_per_s": round(statistics.median(rates[k]), 1),
+                "tokens_per_pass": round(statistics.fmean(per_pass[k]), 3)} for k, _ in configs}
+
+
+def evaluate(pair, heldout: torch.Tensor, *, windows_n=24, samples_n=8, sample_tokens=96,
+             speed_prompts=4, speed_tokens=64, rounds=3, seed=0) -> dict:
+    starts = [heldout[i * 997:i * 997 + 24].tolist() for i in range(max(samples_n, speed_prompts))]
+    result = {"heldout": loss_and_alpha(pair, windows(heldout, windows_n))}
+    for t in (1.0, 0.7):
+        own = own_samples(pair, starts[:samples_n], t, sample_tokens, seed)
+        result[f"own_samples_T={t}"] = loss_and_alpha(pair, own, temperatures=(t,))["alpha"][f"T={t}"]
+    alpha = result["own_samples_T=1.0"]
+    result["cost"] = cost_ratio(pair)
+    result["speed_greedy"] = speeds(pair, starts[:speed_prompts], 0.0, speed_tokens, rounds)
+    result["speed_T=1.0"] = speeds(pair, starts[:speed_prompts], 1.0, speed_tokens, rounds)
+    result["speed_T=0.7"] = speeds(pair, starts[:speed_prompts], 0.7, speed_tokens, rounds)
+    result["tokens_per_pass_T=1.0"] = {
+        f"gamma={g}": {"measured": result["speed_T=1.0"][f"gamma={g}"]["tokens_per_pass"],
+                       "predicted": round(expected_tokens_per_pass(alpha, g), 3)} for g in GAMMAS}
+    return result
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", nargs="+", required=True)
+    ap.add_argument("--models", type=Path, default=TINY_DIR)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, default=None, help="default: MODELS/eval.json")
+    ap.add_argument("--quick", action="store_true", help="fewer windows and samples (tests)")
+    args = ap.parse_args(argv)
+    pair = load_pair(str(args.models / "target"), str(args.models / "draft"), device=args.device)
+    texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
+    _, heldout = encode_split(pair.tokenizer, texts)
+    kw = dict(windows_n=6, samples_n=3, sample_tokens=64, speed_prompts=2, speed_tokens=32, rounds=1) if args.quick else {}
+    t0 = time.time()
+    result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "target_params": pair.info["target_params"], "draft_params": pair.info["draft_params"],
+              **evaluate(pair, heldout, **kw)}
+    result["seconds"] = round(time.time() - t0, 1)
+    print(json.dumps(result, indent=1))
+    out = args.out or args.models / "eval.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()

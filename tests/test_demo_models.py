@@ -1,0 +1,73 @@
+"""The embedded pair as shipped: loads like a hub pair, tokenizer round-trips any Unicode,
+greedy speculative == greedy target, and the model card's numbers reproduce."""
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from demo_models import TINY_DIR, TINY_DRAFT_DIR, TINY_TARGET_DIR
+from demo_models.presets import PRESETS
+
+CORPUS = TINY_DIR.parents[2] / "shared" / "corpus"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR))
+
+
+def test_both_models_load_with_auto_classes_and_share_the_tokenizer(tokenizer):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    target = AutoModelForCausalLM.from_pretrained(str(TINY_TARGET_DIR))
+    draft = AutoModelForCausalLM.from_pretrained(str(TINY_DRAFT_DIR))
+    assert target.num_parameters() >= 4 * draft.num_parameters()
+    assert AutoTokenizer.from_pretrained(str(TINY_DRAFT_DIR)).get_vocab() == tokenizer.get_vocab()
+    weights = sum(p.stat().st_size for p in TINY_DIR.rglob("*.safetensors"))
+    assert weights <= 60e6
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=0, max_size=200))
+def test_tokenizer_round_trips_any_unicode(tokenizer, text):
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.unk_token_id is None or tokenizer.unk_token_id not in ids
+
+
+def test_greedy_speculative_equals_greedy_target_on_the_embedded_pair(embedded_pair):
+    from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
+    for prompt in ["It is a truth universally acknowledged", "ROMEO:\n", "Emma Woodhouse, handsome,"]:
+        ids = embedded_pair.tokenizer(prompt)["input_ids"]
+        for gamma in (2, 5):
+            s = DecodeSettings(gamma=gamma, max_new_tokens=40)
+            spec = [t for e in speculative_generate(embedded_pair, ids, s) for t in e.emitted_ids]
+            plain = [t for e in autoregressive_generate(embedded_pair, ids, s) for t in e.emitted_ids]
+            assert spec == plain
+
+
+ALPHA_TOLERANCE = 0.03  # the quick run uses 6 held-out windows instead of 24
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared/corpus is not beside the checkout")
+def test_reduced_evaluation_reproduces_the_model_card_alpha(tmp_path):
+    from demo_models import evaluate
+    card = json.loads((TINY_DIR / "eval.json").read_text())
+    quick = evaluate.main(["--corpus", str(CORPUS / "austen.txt"), str(CORPUS / "tinyshakespeare.txt"),
+                           "--quick", "--out", str(tmp_path / "eval.json")])
+    for t in ("T=1.0", "T=0.7"):
+        assert abs(quick["heldout"]["alpha"][t] - card["heldout"]["alpha"][t]) < ALPHA_TOLERANCE
+    assert quick["heldout"]["perplexity"]["target"] < 0.85 * quick["heldout"]["perplexity"]["draft"]
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_parses_with_published_sizes(name):
+    from app.shapes import load_shape_json
+    preset = PRESETS[name]
+    target, draft = preset.params
+    assert target > draft > 0
+    for shape, count in ((preset.target_shape, target), (preset.draft_shape, draft)):
+        if preset.kind != "embedded":
+            published = load_shape_json(shape)["_published_params"]
+            assert abs(count / published - 1) < 0.01
+    assert preset.label
