@@ -111,6 +111,23 @@ def _ram_bytes() -> int | None:
         return None
 
 
+def free_memory_bytes(device: str) -> int | None:
+    """Memory a new model could use now: free GPU memory (CUDA), recommended working set (MPS),
+    MemAvailable (Linux CPU); None when unknown."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    if kind == "mps" and hasattr(torch.mps, "recommended_max_memory"):
+        return int(torch.mps.recommended_max_memory() - torch.mps.current_allocated_memory())
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return _ram_bytes()
+
+
 # --------------------------------------------------------------------------- 2. the datasheet
 
 @dataclass(frozen=True)

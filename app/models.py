@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
@@ -152,6 +152,21 @@ def _cached_on_disk(name: str) -> bool:
     return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
+def check_fits(names: list[str], device: str, dtype: torch.dtype) -> None:
+    """Read only the configs and refuse, before any weights are downloaded, a pair whose weights
+    (parameters x bytes per parameter) exceed the device's free memory."""
+    from app.costmodel import param_count
+    from app.hardware import free_memory_bytes
+    free = free_memory_bytes(device)
+    if free is None:
+        return
+    per_param = torch.finfo(dtype).bits // 8
+    need = sum(param_count(_from_pretrained(AutoConfig, n)) for n in names) * per_param
+    if need > free:
+        raise ModelLoadError(f"{' + '.join(names)} need {need / 1e9:.1f} GB of weights in "
+                             f"{str(dtype).replace('torch.', '')}, but {device} has {free / 1e9:.1f} GB free")
+
+
 def load_model(name: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
     model = _from_pretrained(AutoModelForCausalLM, name, dtype=dtype)
     return model.to(device).eval()
@@ -178,6 +193,7 @@ def load_pair(target: str | None = None, draft: str | None = None, *, device: st
         if not same_tokenizer(tokenizer, draft_tok):
             raise ModelLoadError(f"the tokenizers of {target_id} and {draft_id} differ: "
                                  "speculative decoding needs one shared vocabulary")
+    check_fits([n for n in (target_id, draft_id) if n is not None], device, torch_dtype)
     target_model = load_model(target_id, device, torch_dtype)
     draft_model = None if draft_id is None else load_model(draft_id, device, torch_dtype)
     info = {"target_params": target_model.num_parameters(),

@@ -100,3 +100,10 @@ def test_plain_output_drops_rejected_tokens_and_tty_colours_them():
     assert colour(pieces, tty=False) == "ac"
     coloured = colour(pieces, tty=True)
     assert "\x1b[9;31mb" in coloured and "\x1b[32ma" in coloured
+
+
+def test_pair_too_big_for_free_memory_is_refused_before_loading(capsys, tiny_dirs, monkeypatch):
+    import app.hardware
+    monkeypatch.setattr(app.hardware, "free_memory_bytes", lambda device: 1000)
+    code, _, err = cli(capsys, "generate", "--prompt", "x", "--target", tiny_dirs[0], "--draft", tiny_dirs[1])
+    assert code == 2 and "GB of weights in float32" in err and "GB free" in err

@@ -1,0 +1,51 @@
+"""The web app: `build_demo() -> gr.Blocks` and `launch()`.
+
+Analytics stay off unless the user set GRADIO_ANALYTICS_ENABLED (the lab must work offline).
+On a ZeroGPU Space (SPACE_ID set and the `spaces` package importable) the decode function is
+wrapped in `spaces.GPU`; everywhere else it runs unchanged.
+"""
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import gradio as gr  # noqa: E402  (after the environment above)
+
+from app.ui import live  # noqa: E402
+
+TITLE = "Speculative Decoding Lab"
+QUEUE_MAX = 32          # waiting requests beyond this are turned away
+GPU_SECONDS = 120       # ZeroGPU time budget of one decode
+
+
+def zero_gpu(fn):
+    """spaces.GPU(duration=GPU_SECONDS)(fn) on a ZeroGPU Space, else fn itself."""
+    if not os.environ.get("SPACE_ID"):
+        return fn
+    try:
+        import spaces
+    except ImportError:
+        return fn
+    return spaces.GPU(duration=GPU_SECONDS)(fn)
+
+
+def build_demo(loader=None) -> gr.Blocks:
+    """The whole app. `loader(preset, device=, dtype=, ngram=)` defaults to app.pairs.get_pair."""
+    if loader is None:
+        from app.pairs import get_pair as loader
+    with gr.Blocks(title=TITLE) as demo:
+        gr.HTML(f"<style>{live.CSS}</style>", padding=False)  # here, not launch(css=): tests launch too
+        gr.Markdown(f"# {TITLE}\nA small draft model guesses γ tokens, the large target model "
+                    "checks them all in one forward pass. Watch every token's fate and every "
+                    "pass on this device's roofline.")
+        with gr.Tabs():
+            with gr.Tab("Live"):
+                live.build(loader, wrap=zero_gpu)
+    # one decode at a time: they share the device, and timings must not disturb each other
+    demo.queue(default_concurrency_limit=1, max_size=QUEUE_MAX)
+    return demo
+
+
+def launch(demo: gr.Blocks | None = None, **kwargs) -> None:
+    """Serve the app; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT apply as usual."""
+    (demo or build_demo()).launch(**kwargs)

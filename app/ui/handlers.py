@@ -1,0 +1,425 @@
+"""Handlers of the Live tab: the decode generator and the small functions around it.
+
+The decode generator turns the engine's growing Trace into a `View` (one value per output
+component, in `View._fields` order; live.py wires the components in that order). Everything
+but `decode` itself is a plain function of plain values, testable without a browser.
+
+The engine runs in its own thread (`in_background`); the handler renders its newest state
+whenever Gradio asks for the next update, so drawing and sending never stall the decode.
+Cheap outputs (the token stream, the status line) change with every update; the charts and
+the live stats are rebuilt at most every CHART_EVERY_S seconds (and once at the end).
+"""
+from __future__ import annotations
+
+import atexit
+import csv
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Callable, Iterator, NamedTuple
+
+import gradio as gr
+
+import visualizations as viz
+from app import validation
+from app.engine import run, summarize
+from app.models import ModelLoadError
+from app.trace import Trace
+from app.ui import annotate
+from app.validation import InputError
+from demo_models.presets import PRESETS
+
+FRAME_S = 0.1        # at most ten updates a second: enough for the eye, cheap for the decode
+CHART_EVERY_S = 1.0  # charts (and live stats) redrawn at most this often while decoding...
+CHART_COST_X = 20    # ...and at most 1/20 of the time goes into drawing them
+CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound")
+KEEP_EXPORTS = 64  # export folders kept on disk (oldest removed first)
+DEPTH_POLICIES = ("fixed",)
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+Loader = Callable[..., object]  # (preset, device=, dtype=, ngram=) -> ModelPair
+
+
+class View(NamedTuple):
+    """The decode event's outputs, in the order live.py wires them."""
+    stream: object     # gr.HTML: prompt + coloured tokens (+ end marker when finished)
+    status: object     # gr.Markdown: one line on what is happening
+    timeline: object   # gr.Plot: step_timeline
+    roofline: object   # gr.Plot: roofline_figure
+    stats: object      # gr.Markdown: stats_markdown
+    text: object       # gr.Textbox: the generated text, plain
+    summary: object    # gr.JSON: summary, stop reason, settings
+    step: object       # gr.Slider: the inspector's step (its maximum grows)
+    json_file: object  # gr.DownloadButton: the trace as JSON
+    csv_file: object   # gr.DownloadButton: one row per forward pass
+    record: object     # gr.State: Record, for the inspector
+
+
+@dataclass
+class Record:
+    """What the inspector needs after a run: the trace and the text of every token it shows."""
+    trace: Trace
+    token_text: dict[int, str]
+
+
+@dataclass
+class DecodeRequest:
+    """Validated inputs of one decode."""
+    prompt: str
+    preset: str
+    device: str
+    settings: object  # app.engine.DecodeSettings
+    baseline: bool
+    fast_path: bool
+
+
+# --------------------------------------------------------------------------- choices
+
+def device_choices() -> list[str]:
+    """"auto", "cpu", and "cuda" / "mps" where this machine has them."""
+    import torch
+    choices = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        choices.append("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        choices.append("mps")
+    return choices
+
+
+def pair_choices() -> list[tuple[str, str]]:
+    """(label, preset name) for the model-pair dropdown, in PRESETS order (embedded first)."""
+    return [(_label(p), name) for name, p in PRESETS.items()]
+
+
+def _label(preset) -> str:
+    """The preset's label; a plain one when it cannot be computed (e.g. the embedded pair is
+    not on disk yet: loading it will then say so)."""
+    try:
+        return preset.label
+    except Exception:  # noqa: BLE001 - a label must never keep the app from starting
+        hints = {"hub": "needs a download", "shape": "shape-only: random weights"}
+        return f"{preset.name} ({hints.get(preset.kind, 'offline')})"
+
+
+def fast_path_note(devices: list[str]) -> str:
+    if "cuda" in devices:
+        return "static KV cache + CUDA graphs: not built yet, so this changes nothing for now"
+    return "no-op on this machine (no CUDA GPU): the fast path is a CUDA feature, coming later"
+
+
+# --------------------------------------------------------------------------- inputs
+
+def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k,
+                  seed, max_new_tokens, device, fast_path, baseline) -> DecodeRequest:
+    """Check every input before anything is loaded; raises InputError with a one-line message."""
+    if preset not in PRESETS:
+        raise InputError(f"unknown model pair {preset!r}: choose one of {', '.join(PRESETS)}")
+    if device not in device_choices():
+        raise InputError(f"device {device!r} is not available here: choose one of "
+                         f"{', '.join(device_choices())}")
+    if depth_policy not in DEPTH_POLICIES:
+        raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {depth_policy!r}")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InputError("the prompt is empty: type some text to continue")
+    settings = validation.settings(gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
+                                   seed=seed, max_new_tokens=max_new_tokens, drafter=drafter)
+    return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path))
+
+
+def safe_message(exc: Exception) -> str:
+    """The first line of an error message with filesystem paths cut down to what a user
+    needs (repository-relative, or a file name): nothing of the server's layout leaks."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    text = text.replace(REPO_ROOT + os.sep, "").replace(REPO_ROOT, ".")
+    return re.sub(r"(?<![\w.])(/[^\s/:'\"]+)+/([^\s/:'\"]+)", r"\2", text)
+
+
+# --------------------------------------------------------------------------- pure views
+
+def stream_html(trace: Trace, finished: bool) -> str:
+    """The prompt and every decided token so far, escaped by the visualization builders."""
+    pieces = [p for s in trace.steps for p in s.pieces]
+    return viz.prompt_html(trace.prompt) + viz.token_stream_html(pieces, finished=finished)
+
+
+def plain_text(trace: Trace) -> str:
+    """The output text: the tokenizer's decode once finished, the emitted pieces before."""
+    if trace.stopped:  # set last, after output_text
+        return trace.output_text
+    return "".join(p.text for s in trace.steps for p in s.pieces if p.fate != "rejected")
+
+
+def live_trace(trace: Trace, seconds: float) -> Trace:
+    """The trace with a provisional summary, so stats can be shown while decoding."""
+    if trace.summary is not None:
+        return trace
+    return replace(trace, summary=summarize(trace.steps, seconds))
+
+
+def all_forwards(trace: Trace) -> list:
+    baseline = [f for s in trace.baseline.steps for f in s.forwards] if trace.baseline else []
+    return trace.forwards() + baseline
+
+
+def csv_rows(trace: Trace) -> list[dict]:
+    """One row per forward pass (speculative run, then baseline) with CSV_FIELDS."""
+    runs = [("speculative", trace.steps)] + ([("baseline", trace.baseline.steps)] if trace.baseline else [])
+    rows = []
+    for name, steps in runs:
+        for step in steps:
+            for f in step.forwards:
+                rows.append({"run": name, "step": step.index, "model": f.model, "phase": f.phase,
+                             "batch": f.batch, "tokens": f.tokens, "kv_len": f.kv_len,
+                             "seconds": f.seconds, "flops": f.flops, "bytes": f.bytes, "bound": f.bound})
+    return rows
+
+
+def summary_json(trace: Trace, ceilings: dict | None = None) -> dict:
+    """Plain values for the API: summary, stop reason, settings, device, baseline."""
+    out = {"output_text": plain_text(trace), "new_tokens": len(trace.output_ids),
+           "stopped": trace.stopped, "settings": trace.settings, "device": trace.device,
+           "summary": asdict(trace.summary) if trace.summary else None, "baseline": None,
+           "speedup": viz.speedup(trace)}
+    if trace.baseline is not None:
+        b = trace.baseline
+        out["baseline"] = {"tokens_per_s": b.tokens_per_s, "seconds": b.seconds,
+                           "identical": b.identical, "new_tokens": len(b.output_ids)}
+    if ceilings:
+        out["ceilings"] = ceilings
+    return out
+
+
+def token_texts(trace: Trace, tokenizer) -> dict[int, str]:
+    """Text of every token id the inspector may show (drafted, top-k, residual, emitted)."""
+    ids = set()
+    for step in trace.steps:
+        ids.update(step.draft_ids, step.emitted_ids)
+        for c in step.checks:
+            ids.update(c.top_ids, c.residual_ids)
+    return {i: tokenizer.decode([i]) for i in sorted(ids)}
+
+
+def status_line(trace: Trace, req: DecodeRequest, phase: str) -> str:
+    """One Markdown line: what is running where, and how far it got (no user text in it)."""
+    where = f"{trace.device.get('device', '?')}, {trace.device.get('dtype', '?')}"
+    done = f"{len(trace.output_ids)} tokens in {len(trace.steps)} steps"
+    note = " · fast path: no-op here" if req.fast_path else ""
+    return f"**{phase}** · {where} · {done}{note}"
+
+
+def end_phase(trace: Trace) -> str:
+    return {"eos": "Finished (end of text)", "max_new_tokens": "Finished (max new tokens)",
+            "cancelled": "Stopped"}.get(trace.stopped, "Finished")
+
+
+# --------------------------------------------------------------------------- exports
+
+_export_root: Path | None = None
+
+
+def export_root() -> Path:
+    """The app's own folder for downloads (created once per process, removed at exit; Gradio
+    serves its own copies of the files it was handed, and nothing else from here)."""
+    global _export_root
+    if _export_root is None:
+        _export_root = Path(tempfile.mkdtemp(prefix="speclab-exports-"))
+        atexit.register(shutil.rmtree, _export_root, ignore_errors=True)
+    return _export_root
+
+
+def write_exports(trace: Trace, root: Path | None = None) -> tuple[str, str]:
+    """trace.json and forwards.csv in a new folder under the export root; old ones pruned."""
+    root = root or export_root()
+    folder = root / uuid.uuid4().hex[:12]
+    folder.mkdir(parents=True)
+    json_path, csv_path = folder / "trace.json", folder / "forwards.csv"
+    json_path.write_text(trace.to_json())
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=("run",) + CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(csv_rows(trace))
+    _prune(root)
+    return str(json_path), str(csv_path)
+
+
+def _prune(root: Path) -> None:
+    folders = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    for old in folders[:-KEEP_EXPORTS]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- stop
+
+_cancels: dict[str, threading.Event] = {}
+
+
+def stop(request: gr.Request | None = None) -> None:
+    """Ask this session's running decode to end after its current step."""
+    key = getattr(request, "session_hash", None)
+    if key in _cancels:
+        _cancels[key].set()
+
+
+def _cancel_flag(request) -> tuple[str | None, threading.Event]:
+    key, flag = getattr(request, "session_hash", None), threading.Event()
+    if key is not None:
+        _cancels[key] = flag
+    return key, flag
+
+
+# --------------------------------------------------------------------------- inspector
+
+def inspect(record: Record | None, step: float, position: float):
+    """The verification inspector for one step and draft position (1-based, clamped)."""
+    if record is None or not record.trace.steps:
+        return viz.inspector_figure(_empty_step(), None)
+    steps = record.trace.steps
+    event = steps[min(max(int(step or 0), 0), len(steps) - 1)]
+    pos = None if not event.checks else min(max(int(position or 1), 1), len(event.checks)) - 1
+    return viz.inspector_figure(event, pos, token_text=record.token_text)
+
+
+def _empty_step():
+    from app.trace import StepEvent
+    return StepEvent(index=0, gamma=0, draft_ids=[], q_draft=[], checks=[], n_accepted=0,
+                     emitted_ids=[], pieces=[], forwards=[])
+
+
+# --------------------------------------------------------------------------- decode
+
+class _Run:
+    """The state of one decode in progress: what to draw, and when to redraw the charts.
+    Charts are first drawn CHART_EVERY_S seconds in (a short decode draws them once, at the
+    end), then again at most every CHART_EVERY_S seconds and never sooner than CHART_COST_X
+    times their own drawing time: drawing (plotly is slow) must not eat the decode's CPU."""
+
+    def __init__(self, req: DecodeRequest, pair, ceilings):
+        self.req, self.pair, self.ceilings = req, pair, ceilings
+        self.annotate = annotate.Annotator(pair, ceilings)
+        self.start = time.perf_counter()
+        self.next_charts = self.start + CHART_EVERY_S
+
+    def view(self, trace: Trace, phase: str, finished: bool = False) -> View:
+        skip, charts = gr.skip(), finished or time.perf_counter() >= self.next_charts
+        view = View(stream=stream_html(trace, finished), status=status_line(trace, self.req, phase),
+                    timeline=skip, roofline=skip, stats=skip, text=plain_text(trace),
+                    summary=skip, step=skip, json_file=skip, csv_file=skip, record=skip)
+        return self._with_charts(view, trace) if charts else view
+
+    def _with_charts(self, view: View, trace: Trace) -> View:
+        began = time.perf_counter()
+        self.annotate(all_forwards(trace))
+        if trace.summary is not None:  # the engine summed flops before they were all known
+            trace.summary.flops = sum(f.flops for f in trace.forwards())
+        view = view._replace(
+            timeline=viz.step_timeline(trace),
+            roofline=viz.roofline_figure(all_forwards(trace), self.ceilings.to_dict()),
+            stats=viz.stats_markdown(live_trace(trace, began - self.start)))
+        cost = time.perf_counter() - began
+        self.next_charts = time.perf_counter() + max(CHART_EVERY_S, CHART_COST_X * cost)
+        return view
+
+    def final(self, trace: Trace, phase: str) -> View:
+        view = self.view(trace, phase, finished=True)
+        json_path, csv_path = write_exports(trace)
+        record = Record(trace, token_texts(trace, self.pair.tokenizer))
+        return view._replace(summary=summary_json(trace, self.ceilings.to_dict()),
+                             step=gr.update(maximum=max(len(trace.steps) - 1, 1), value=0),
+                             json_file=json_path, csv_file=csv_path, record=record)
+
+
+def in_background(iterator: Iterator, min_interval: float = 0.0):
+    """Run `iterator` in its own thread and yield its newest item when the consumer is ready,
+    at most once per `min_interval` seconds: a slow consumer (drawing, the network) skips items
+    instead of slowing the producer, and a fast one does not fight it for the GIL (a thread
+    that keeps the GIL busy makes every torch op of the producer wait to get it back).
+    Re-raises the producer's exception; ends when the producer does."""
+    ready, box = threading.Condition(), {"item": None, "new": False, "done": False, "error": None}
+
+    def produce():
+        try:
+            for item in iterator:
+                with ready:
+                    box.update(item=item, new=True)
+                    ready.notify()
+        except BaseException as exc:  # handed to the consumer, raised there
+            box["error"] = exc
+        finally:
+            with ready:
+                box["done"] = True
+                ready.notify()
+
+    threading.Thread(target=produce, daemon=True, name="speclab-decode").start()
+    last, next_at = None, 0.0
+    while True:
+        with ready:
+            ready.wait_for(lambda: box["done"], timeout=max(0.0, next_at - time.perf_counter()))
+            ready.wait_for(lambda: box["new"] or box["done"])
+            item, new, done, box["new"] = box["item"], box["new"], box["done"], False
+        if box["error"] is not None:
+            raise box["error"]
+        if new and (not done or item is not last):
+            yield item
+            last, next_at = item, time.perf_counter() + min_interval
+        if done:
+            return
+
+
+def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple[object, list[int], object]:
+    """Load the pair, tokenise the prompt, measure the ceilings: (pair, prompt ids, ceilings)."""
+    progress(0.05, desc=f"loading model pair {req.preset}")
+    pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
+    ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens)
+    if not annotate.known(pair.device, pair.dtype):
+        progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
+    ceilings = annotate.ceilings(pair.device, pair.dtype,
+                                 progress=lambda f, msg: progress(0.2 + 0.8 * f, desc=msg))
+    return pair, ids, ceilings
+
+
+def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
+    """Generator: validate, load, decode; yields a View after every step and a final one
+    with the end marker. Bad input raises gr.Error before anything is yielded."""
+    if progress is None:  # not `progress or ...`: a gr.Progress with nothing tracked is falsy
+        progress = lambda *a, **k: None  # noqa: E731
+    try:
+        req = parse_request(*inputs)
+        pair, ids, ceilings = _prepare(req, loader, progress)
+    except (InputError, ModelLoadError, ValueError) as exc:  # bad input, missing model
+        raise gr.Error(safe_message(exc), print_exception=False) from None
+    except Exception as exc:  # e.g. out of memory while loading: say so, stay up  # noqa: BLE001
+        raise gr.Error(f"could not start: {safe_message(exc)}", print_exception=False) from None
+    key, flag = _cancel_flag(request)
+    state, trace = _Run(req, pair, ceilings), None
+    frames = in_background(run(pair, ids, req.prompt, req.settings, baseline=req.baseline,
+                               cancel=flag.is_set), min_interval=FRAME_S)
+    try:
+        for trace in frames:
+            yield state.view(trace, _phase(trace, req))
+        yield state.final(trace, end_phase(trace))
+    except Exception as exc:  # a failure mid-run: end the stream visibly, then say why
+        yield from _failed(state, trace, req, exc)
+    finally:
+        flag.set()  # if the consumer went away mid-run, the decode thread stops after its step
+        if key is not None and _cancels.get(key) is flag:
+            del _cancels[key]
+
+
+def _phase(trace: Trace, req: DecodeRequest) -> str:
+    if trace.summary is not None and req.baseline and trace.baseline is None:
+        return "Running the baseline (target only)…"
+    return "Decoding…"
+
+
+def _failed(state: _Run, trace: Trace | None, req: DecodeRequest, exc: Exception):
+    message = safe_message(exc)
+    trace = trace or Trace(prompt=req.prompt, settings={}, prompt_ids=[])
+    trace.stopped = f"error: {message}"
+    yield state.view(trace, "Error", finished=True)
+    raise gr.Error(f"decoding failed: {message}", print_exception=False)

@@ -1,0 +1,140 @@
+"""The Live tab: controls on the left, the streamed tokens and numbers on the right, the step
+timeline and the roofline below, then the token inspector and the downloads.
+
+`build(loader, wrap)` must be called inside a gr.Blocks; `loader(preset, device=, dtype=,
+ngram=)` returns a ModelPair (app.pairs.get_pair in the app, a tiny pair in tests) and
+`wrap` decorates the decode function (ZeroGPU on Spaces, identity elsewhere).
+"""
+import gradio as gr
+
+import visualizations as viz
+from app import validation
+from app.ui import handlers
+from app.ui.handlers import View
+from demo_models.presets import DEFAULT
+
+EXAMPLES = [
+    "It is a truth universally acknowledged, that a single man in possession of a good fortune",
+    "Mr. Darcy walked towards the window and said,",
+    "ROMEO:\nBut soft, what light through yonder window breaks?",
+    "First Citizen:\nBefore we proceed any further, hear me speak.",
+    "Emma Woodhouse, handsome, clever, and rich,",
+]
+
+# The lab's own look on top of visualizations.STYLE: large, readable from the back of a room.
+CSS = viz.STYLE + """
+.gradio-container { --block-label-text-size: 16px; --block-title-text-size: 16px;
+  --block-info-text-size: 14px; --input-text-size: 17px; --checkbox-label-text-size: 16px;
+  --button-large-text-size: 20px; --body-text-size: 16px; --prose-text-size: 16px; }
+#sd-stream .sd-stream { font-size: 1.45rem; min-height: 6em; }
+#sd-stream { padding: 0.6em 0.8em; border: 1px solid #ddd; border-radius: 8px; background: #fff; }
+#sd-legend .sd-legend { font-size: 1.1rem; }
+#sd-status p { font-size: 1.15rem; }
+#sd-stats table { font-size: 1.1rem; }
+"""
+
+
+def _controls(devices: list[str]) -> dict:
+    c = {}
+    c["prompt"] = gr.Textbox(label="Prompt", value=EXAMPLES[0], lines=3, max_lines=8)
+    gr.Examples(EXAMPLES, inputs=c["prompt"], label="Example openings (Austen, Shakespeare)")
+    c["preset"] = gr.Dropdown(handlers.pair_choices(), value=DEFAULT, label="Model pair (target / draft)",
+                              info="hub pairs need a download; shape-only pairs have random weights")
+    c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram (prompt lookup)", "ngram")],
+                            value="model", label="Drafter")
+    c["gamma"] = gr.Slider(1, validation.MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
+    c["policy"] = gr.Dropdown(list(handlers.DEPTH_POLICIES), value="fixed", label="Depth policy",
+                              info="fixed: always γ drafts per step")
+    with gr.Accordion("Sampling", open=False):
+        c["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+        c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
+        c["top_k"] = gr.Number(value=0, precision=0, minimum=0, label="Top-k (0 = off)")
+        c["seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+    c["max_new_tokens"] = gr.Slider(1, validation.MAX_NEW_TOKENS, value=96, step=1, label="Max new tokens")
+    c["device"] = gr.Dropdown(devices, value="auto", label="Device")
+    c["fast_path"] = gr.Checkbox(value=False, label="Fast path", info=handlers.fast_path_note(devices))
+    c["baseline"] = gr.Checkbox(value=True, label="Also run the baseline (target alone) to measure the speedup")
+    return c
+
+
+def _outputs() -> dict:
+    o = {}
+    gr.HTML(viz.legend_html(), elem_id="sd-legend")
+    o["status"] = gr.Markdown("Press **Run** to decode.", label="status", elem_id="sd-status")
+    o["stream"] = gr.HTML(handlers.stream_html(_empty_trace(), finished=False), label="token stream",
+                          elem_id="sd-stream", max_height=640, autoscroll=True)
+    o["stats"] = gr.Markdown(label="stats", elem_id="sd-stats")
+    o["text"] = gr.Textbox(label="Generated text", lines=3, interactive=False, buttons=["copy"])
+    return o
+
+
+def _empty_trace():
+    from app.trace import Trace
+    return Trace(prompt="", settings={}, prompt_ids=[])
+
+
+def _charts() -> dict:
+    with gr.Row(equal_height=True):
+        timeline = gr.Plot(None, label="Time per step", show_label=False)  # drawn by the first run
+        roofline = gr.Plot(None, label="Roofline", show_label=False)
+    return {"timeline": timeline, "roofline": roofline}
+
+
+def _inspector() -> dict:
+    gr.Markdown("### Token inspector: why was a draft token accepted or rejected?")
+    with gr.Row():
+        step = gr.Slider(0, 1, value=0, step=1, label="Step")
+        position = gr.Slider(1, validation.MAX_GAMMA, value=1, step=1, label="Draft position in the step")
+    plot = gr.Plot(handlers.inspect(None, 0, 1), show_label=False)
+    return {"step": step, "position": position, "inspector": plot}
+
+
+def _exports() -> dict:
+    gr.Markdown("### Export this run")
+    with gr.Row():
+        json_file = gr.DownloadButton("Trace (JSON)", value=None, interactive=True)
+        csv_file = gr.DownloadButton("Forward passes (CSV)", value=None, interactive=True)
+    with gr.Accordion("Summary as JSON (what the API returns)", open=False):
+        summary = gr.JSON(label="Summary")
+    return {"json_file": json_file, "csv_file": csv_file, "summary": summary}
+
+
+def build(loader, wrap=lambda fn: fn) -> None:
+    """Lay out the Live tab and wire its events (decode is the API endpoint "decode")."""
+    devices = handlers.device_choices()
+    with gr.Row():
+        with gr.Column(scale=1, min_width=340):
+            c = _controls(devices)
+            with gr.Row():
+                run_btn = gr.Button("Run", variant="primary", size="lg")
+                stop_btn = gr.Button("Stop", variant="stop", size="lg")
+        with gr.Column(scale=2):
+            o = _outputs()
+    o |= _charts()
+    o |= _inspector()
+    o |= _exports()
+    o["record"] = gr.State(None)
+    _wire(c, o, run_btn, stop_btn, loader, wrap)
+
+
+def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
+    inputs = [c[k] for k in ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p",
+                             "top_k", "seed", "max_new_tokens", "device", "fast_path", "baseline")]
+    outputs = [o[name] for name in View._fields]
+
+    def decode(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
+               max_new_tokens, device, fast_path, baseline, request: gr.Request,
+               progress=gr.Progress()):
+        """Decode `prompt` speculatively; streams the tokens, charts and stats."""
+        inputs = (prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
+                  max_new_tokens, device, fast_path, baseline)
+        yield from handlers.decode(inputs, loader=loader, request=request, progress=progress)
+
+    event = run_btn.click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",
+                          show_progress_on=o["stream"])
+    event.then(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
+               api_visibility="private")
+    stop_btn.click(handlers.stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
+    for slider in (o["step"], o["position"]):
+        slider.release(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
+                       api_visibility="private", concurrency_limit=None)

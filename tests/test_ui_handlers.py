@@ -1,0 +1,199 @@
+"""The Live tab's handlers without a server or a browser: pure helpers on a saved trace, and
+the decode generator driven directly with a tiny random pair (ceilings faked: no timing)."""
+import csv
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+
+from app.hardware import Ceilings
+from app.trace import Trace
+from app.ui import annotate, handlers
+from app.validation import InputError
+
+DATA = Path(__file__).parent / "data" / "trace_small.json"
+END = 'id="stream-end"'
+# prompt, preset, drafter, gamma, depth policy, temperature, top-p, top-k, seed, max new, device, fast, baseline
+GOOD = ("It is a truth universally acknowledged", "embedded", "model", 4, "fixed", 0.0, 1.0, 0, 0,
+        12, "cpu", False, False)
+
+
+@pytest.fixture
+def trace():
+    return Trace.from_json(DATA.read_text())
+
+
+@pytest.fixture
+def fake_ceilings(monkeypatch):
+    c = Ceilings(device="cpu", device_name="test CPU", dtype="float32",
+                 measured_flops_per_s=1e11, measured_bytes_per_s=2e10)
+    monkeypatch.setattr(annotate, "ceilings", lambda device, dtype, progress=None: c)
+    return c
+
+
+def run_decode(pair, inputs=GOOD, request=None):
+    return list(handlers.decode(inputs, loader=lambda *a, **k: pair, request=request))
+
+
+def with_(**changes):
+    names = ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p", "top_k",
+             "seed", "max_new_tokens", "device", "fast_path", "baseline")
+    values = dict(zip(names, GOOD)) | changes
+    return tuple(values[n] for n in names)
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+def test_csv_rows_one_per_forward_with_every_field(trace):
+    rows = handlers.csv_rows(trace)
+    baseline = sum(len(s.forwards) for s in trace.baseline.steps)
+    assert len(rows) == len(trace.forwards()) + baseline
+    assert set(handlers.CSV_FIELDS) <= set(rows[0])
+    assert rows[0]["run"] == "speculative" and rows[-1]["run"] == "baseline"
+    assert [r["step"] for r in rows if r["run"] == "speculative"] == \
+        [s.index for s in trace.steps for _ in s.forwards]
+
+
+def test_exports_round_trip(trace, tmp_path):
+    json_path, csv_path = handlers.write_exports(trace, tmp_path)
+    assert Path(json_path).parent.parent == tmp_path
+    assert Trace.from_json(Path(json_path).read_text()) == trace
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(handlers.csv_rows(trace))
+    assert float(rows[0]["seconds"]) == trace.steps[0].forwards[0].seconds
+
+
+def test_exports_are_pruned(trace, tmp_path, monkeypatch):
+    monkeypatch.setattr(handlers, "KEEP_EXPORTS", 2)
+    for _ in range(4):
+        handlers.write_exports(trace, tmp_path)
+        time.sleep(0.01)
+    assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_stream_html_escapes_prompt_and_marks_the_end(trace):
+    trace.prompt = '<script>alert("x")</script>'
+    running, done = handlers.stream_html(trace, False), handlers.stream_html(trace, True)
+    assert "<script>" not in running and "&lt;script&gt;" in running
+    assert END not in running and END in done
+
+
+def test_summary_json_is_plain(trace):
+    out = handlers.summary_json(trace, {"device": "cpu"})
+    assert json.loads(json.dumps(out)) == out
+    assert out["output_text"] == trace.output_text and out["baseline"]["identical"] is not None
+
+
+def test_safe_message_hides_paths():
+    root = handlers.REPO_ROOT
+    msg = handlers.safe_message(ValueError(f"{root}/demo_models/tiny/target: no model\nTraceback"))
+    assert msg == "demo_models/tiny/target: no model"
+    assert handlers.safe_message(OSError("/home/user/x/model.bin missing")) == "model.bin missing"
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"prompt": "   "}, "prompt is empty"), ({"gamma": 0}, "gamma"), ({"preset": "nope"}, "model pair"),
+    ({"device": "tpu"}, "device"), ({"policy": "magic"}, "depth policy"), ({"top_p": 0}, "top_p"),
+    ({"drafter": "oracle"}, "drafter"), ({"max_new_tokens": 2.5}, "max_new_tokens")])
+def test_parse_request_rejects_bad_input(changes, fragment):
+    with pytest.raises(InputError, match=fragment):
+        handlers.parse_request(*with_(**changes))
+
+
+def test_in_background_skips_nothing_it_must_and_reraises():
+    assert list(handlers.in_background(iter([1, 2, 3])))[-1] == 3
+
+    def boom():
+        yield 1
+        raise RuntimeError("engine broke")
+    with pytest.raises(RuntimeError, match="engine broke"):
+        list(handlers.in_background(boom()))
+
+
+# --------------------------------------------------------------------------- the decode generator
+
+def test_decode_streams_then_ends_with_marker_and_exports(tiny_pair, fake_ceilings):
+    views = run_decode(tiny_pair)
+    assert len(views) >= 2
+    assert all(END not in v.stream for v in views[:-1]) and END in views[-1].stream
+    last = views[-1]
+    assert last.summary["stopped"] in ("max_new_tokens", "eos")
+    assert last.summary["summary"]["flops"] > 0
+    assert last.text == last.record.trace.output_text
+    assert Path(last.json_file).is_file() and Path(last.csv_file).is_file()
+    assert all(f.bound in ("memory", "compute", "overhead") for f in last.record.trace.forwards())
+    assert not isinstance(last.timeline, dict) and "throughput" in last.stats
+
+
+def test_decode_matches_the_engine(tiny_pair, fake_ceilings):
+    from app import validation
+    from app.engine import run
+    settings = validation.settings(gamma=4, max_new_tokens=12)
+    ids = validation.prompt_ids(tiny_pair.tokenizer, GOOD[0], tiny_pair.context, 12)
+    *_, expected = run(tiny_pair, ids, GOOD[0], settings)
+    assert run_decode(tiny_pair)[-1].record.trace.output_ids == expected.output_ids
+
+
+def test_decode_with_baseline_reports_speedup(tiny_pair, fake_ceilings):
+    last = run_decode(tiny_pair, with_(baseline=True))[-1]
+    assert last.summary["baseline"]["identical"] is True
+    assert "measured speedup" in last.stats
+    assert any(r["run"] == "baseline" for r in handlers.csv_rows(last.record.trace))
+
+
+def test_bad_input_raises_gr_error_before_any_update(tiny_pair, fake_ceilings):
+    gen = handlers.decode(with_(prompt=""), loader=lambda *a, **k: pytest.fail("loaded a model"))
+    with pytest.raises(gr.Error, match="prompt is empty"):
+        next(gen)
+
+
+def test_stop_ends_the_run_cleanly(tiny_pair, fake_ceilings):
+    request = SimpleNamespace(session_hash="s1")
+    gen = handlers.decode(with_(max_new_tokens=150), loader=lambda *a, **k: tiny_pair, request=request)
+    first = next(gen)
+    assert END not in first.stream
+    handlers.stop(request)
+    last = list(gen)[-1]
+    assert END in last.stream
+    assert last.summary["stopped"] == "cancelled" and last.summary["new_tokens"] < 150
+    assert "s1" not in handlers._cancels
+
+
+def test_error_mid_run_ends_the_stream_then_raises(tiny_pair, fake_ceilings, monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("out of memory at /secret/path/model.bin")
+        yield
+    monkeypatch.setattr(handlers, "run", broken)
+    gen = handlers.decode(GOOD, loader=lambda *a, **k: tiny_pair)
+    assert END in next(gen).stream
+    with pytest.raises(gr.Error) as err:
+        next(gen)
+    assert "/secret" not in str(err.value) and "model.bin" in str(err.value)
+
+
+def test_inspector_for_steps_and_positions(tiny_pair, fake_ceilings):
+    record = run_decode(tiny_pair)[-1].record
+    assert set(record.token_text) >= {t for s in record.trace.steps for t in s.emitted_ids}
+    fig = handlers.inspect(record, 0, 99)  # position clamped to the checked ones
+    assert "Step 0" in fig.layout.title.text
+    assert handlers.inspect(record, 10_000, 1).layout.title.text  # step clamped too
+    assert handlers.inspect(None, 0, 1).layout.title.text
+
+
+def test_decode_embedded_preset_with_the_default_loader(embedded_pair, fake_ceilings):
+    from app.pairs import get_pair
+    views = list(handlers.decode(with_(max_new_tokens=8), loader=get_pair))
+    assert END in views[-1].stream and views[-1].summary["new_tokens"] == 8
+
+
+def test_progress_is_reported_even_by_a_falsy_tracker(tiny_pair, fake_ceilings):
+    class Tracker(list):  # like gr.Progress: len() == 0 until it tracks an iterable
+        def __call__(self, fraction, desc=None):
+            self.append(desc)
+    tracker = Tracker()
+    list(handlers.decode(GOOD, loader=lambda *a, **k: tiny_pair, progress=tracker))
+    assert any("loading model pair" in d for d in tracker)
