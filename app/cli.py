@@ -49,6 +49,8 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", default=None, help="model directory or hub id (default: embedded)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     p.add_argument("--dtype", default="auto", help="auto | float32 | float16 | bfloat16")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine)")
 
 
 def cmd_generate(args) -> int:
@@ -93,11 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_decode_args(b)
     b.add_argument("--repeats", type=int, default=3)
     b.set_defaults(func=cmd_bench)
-    try:
-        from app import roofline_cli
-        roofline_cli.add_parsers(sub)
-    except ImportError:  # pragma: no cover - the roofline module is optional at import time
-        pass
+    from app import lessons_cli, roofline_cli
+    roofline_cli.add_parsers(sub)
+    lessons_cli.add_parsers(sub)
     return ap
 
 
@@ -109,6 +109,9 @@ def main(argv=None) -> int:
     hf_logging.set_verbosity_error()
     from app.models import ModelLoadError
     from app.validation import InputError
+    if getattr(args, "threads", None):
+        import torch
+        torch.set_num_threads(max(1, args.threads))
     try:
         return args.func(args)
     except (InputError, ModelLoadError) as exc:

@@ -67,7 +67,8 @@ class ModelDrafter:
         return [timing]
 
     def propose(self, ids, gamma, transform, display, sampler, keep_drafting=None) -> Proposal:
-        """Draft up to gamma tokens, stopping early when keep_drafting(q_row) is False."""
+        """Draft up to gamma tokens, stopping early when keep_drafting(q_row) is False; q_row is
+        the displayed distribution (the draft's softmax even when decoding greedily)."""
         tokens, q_rows, shown, forwards = [], [], [], []
         pending = ids[cache_len(self.cache):]  # 1 token, or 2 after a fully accepted step
         for _ in range(gamma):
@@ -79,7 +80,7 @@ class ModelDrafter:
             tokens.append(sampler(q_rows[-1]))
             forwards.append(timing)
             pending = tokens[-1:]
-            if keep_drafting is not None and not keep_drafting(q_rows[-1]):
+            if keep_drafting is not None and not keep_drafting(shown[-1]):
                 break
         if not tokens:
             return NoDrafter().propose(ids, 0, transform, display, sampler)

@@ -26,6 +26,23 @@ from app.trace import Baseline, Check, Piece, StepEvent, Summary, Trace
 TOP_SHOWN = 8  # tokens per position kept for the inspector
 
 
+class NonFiniteLogits(ValueError):
+    """A model produced NaN or inf logits (overflow in a low-precision dtype, broken weights):
+    decoding stops instead of emitting garbage. The message names the model and the step."""
+
+    def __init__(self, model: str, step: int):
+        self.model, self.step = model, step
+        super().__init__(f"the {model} model produced NaN or inf logits at step {step}: its "
+                         "weights or this dtype overflowed (try float32, or another model pair)")
+
+
+def _check_finite(logits: torch.Tensor, model: str, step: int) -> torch.Tensor:
+    """logits unchanged, or NonFiniteLogits. One reduction over the logits actually used."""
+    if not bool(torch.isfinite(logits).all()):
+        raise NonFiniteLogits(model, step)
+    return logits
+
+
 @dataclass
 class DecodeSettings:
     """Validated by app.validation before they reach the engine."""
@@ -115,6 +132,7 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
                          drafter=None, cancel: Callable[[], bool] | None = None,
                          after_step: Callable | None = None, policy=None) -> Iterator[StepEvent]:
     """Yield one StepEvent per target pass until EOS, max_new_tokens or cancel().
+    Raises NonFiniteLogits if the target's or the draft's logits hold NaN or inf.
 
     policy: a depth policy (app.policies); default FixedDepth(settings.gamma).
 
@@ -140,10 +158,13 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
         if remaining <= 0 or (cancel is not None and cancel()):
             return
         gamma = min(policy.gamma(), remaining - 1)
-        proposal = drafter.propose(ids, gamma, transform, display, sampler, policy.keep_drafting)
+        # the drafter hands each draft model's logits to transform before using them: check there
+        checked = lambda logits, step=index: transform(_check_finite(logits[..., :vocab], "draft", step))
+        proposal = drafter.propose(ids, gamma, checked, display, sampler, policy.keep_drafting)
         x = torch.tensor([ids[-1:] + proposal.draft_ids.tolist()], device=pair.device)  # [1, g + 1]
         phase = "verify" if len(proposal.draft_ids) else "decode"
         logits, timing = timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase)
+        _check_finite(logits[0, :, :vocab], "target", index)
         p_target = transform(logits[0]).cpu()  # [g + 1, vocab]
         p_display = display(logits[0]).cpu() if greedy else p_target
         verdict = verify(proposal.draft_ids, proposal.q_draft, p_target, generator, greedy)

@@ -13,6 +13,9 @@ MAX_GAMMA = 16            # beyond ~8 the acceptance of every drafter here makes
 MAX_NEW_TOKENS = 1024
 MAX_TEMPERATURE = 10.0
 MAX_SEED = 2**63 - 1
+MAX_TOP_K = 1_000_000
+MAX_BATCH = 4096          # sequences per pass in the batch lessons; logits are batch x q x vocab
+MAX_PROMPT_CHARS = 100_000  # checked before tokenising; the token limit is the model's context
 DRAFTERS = ("model", "ngram")
 
 
@@ -47,21 +50,52 @@ def settings(*, gamma=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, max_new_to
     return DecodeSettings(
         gamma=_int("gamma", gamma, 1, MAX_GAMMA),
         temperature=_float("temperature", temperature, 0.0, MAX_TEMPERATURE),
-        top_k=_int("top_k", top_k, 0, 1_000_000),
+        top_k=_int("top_k", top_k, 0, MAX_TOP_K),
         top_p=_float("top_p", top_p, 0.0, 1.0, low_open=True),
         seed=_int("seed", seed, 0, MAX_SEED),
         max_new_tokens=_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS),
         drafter=drafter)
 
 
+def batch(n) -> int:
+    """A batch size (sequences per forward pass): 1 .. MAX_BATCH."""
+    return _int("batch size", n, 1, MAX_BATCH)
+
+
+def preset(name) -> str:
+    """A model-pair preset name (demo_models.presets). The web app loads presets only: no
+    file-system paths and no free-form hub ids (the CLI takes those: app.models.locate)."""
+    from demo_models.presets import PRESETS
+    if isinstance(name, str) and name in PRESETS:
+        return name
+    shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
+    raise InputError(f"unknown model pair {shown}: choose one of {', '.join(PRESETS)} "
+                     "(the app loads presets only, not paths or other model ids)")
+
+
+def device(name, choices) -> str:
+    """One of `choices` (e.g. app.ui.handlers.device_choices(): auto, cpu, and what is present)."""
+    if isinstance(name, str) and name in choices:
+        return name
+    raise InputError(f"device {name!r} is not available here: choose one of {', '.join(choices)}")
+
+
 def prompt_ids(tokenizer, prompt, context: int, max_new_tokens: int) -> list[int]:
-    """Tokenise the prompt; it must be non-empty and leave room for max_new_tokens (plus the
-    gamma + 1 positions of a verify pass) inside the model's context."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise InputError("the prompt is empty: type some text to continue")
+    """Tokenise the prompt; it must be non-empty, at most MAX_PROMPT_CHARS characters, and leave
+    room for max_new_tokens (plus the gamma + 1 positions of a verify pass) in the context."""
+    prompt_text(prompt)
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     limit = context - max_new_tokens - MAX_GAMMA - 1
     if len(ids) > limit:
         raise InputError(f"the prompt is {len(ids)} tokens; with max_new_tokens={max_new_tokens} "
                          f"this model's context of {context} allows at most {max(limit, 0)}")
     return ids
+
+
+def prompt_text(prompt) -> str:
+    """A non-empty prompt of at most MAX_PROMPT_CHARS characters (before tokenising it)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InputError("the prompt is empty: type some text to continue")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise InputError(f"the prompt is {len(prompt)} characters; at most {MAX_PROMPT_CHARS} are accepted")
+    return prompt

@@ -11,10 +11,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import gradio as gr  # noqa: E402  (after the environment above)
 
-from app.ui import live  # noqa: E402
+from app.ui import handlers, live  # noqa: E402
+from app.ui.lessons import build_lesson_tabs  # noqa: E402
+from demo_models.presets import DEFAULT  # noqa: E402
 
 TITLE = "Speculative Decoding Lab"
-QUEUE_MAX = 32          # waiting requests beyond this are turned away
+QUEUE_MAX = 32          # waiting requests beyond this are turned away ("queue is full")
 GPU_SECONDS = 120       # ZeroGPU time budget of one decode
 
 
@@ -29,10 +31,28 @@ def zero_gpu(fn):
     return spaces.GPU(duration=GPU_SECONDS)(fn)
 
 
+class PairTracker:
+    """Wraps the loader so the lessons run on the pair the Live tab used last (the embedded
+    pair until then). Shared by all sessions: in a classroom everyone sees the same pair."""
+
+    def __init__(self, loader):
+        self.loader, self.last = loader, ((DEFAULT,), {"device": "auto", "dtype": "auto", "ngram": False})
+
+    def __call__(self, preset, **kw):
+        pair = self.loader(preset, **kw)
+        self.last = ((preset,), {**kw, "ngram": False})
+        return pair
+
+    def current(self):
+        args, kw = self.last
+        return self.loader(*args, **kw)
+
+
 def build_demo(loader=None) -> gr.Blocks:
     """The whole app. `loader(preset, device=, dtype=, ngram=)` defaults to app.pairs.get_pair."""
     if loader is None:
         from app.pairs import get_pair as loader
+    tracker = PairTracker(loader)
     with gr.Blocks(title=TITLE) as demo:
         gr.HTML(f"<style>{live.CSS}</style>", padding=False)  # here, not launch(css=): tests launch too
         gr.Markdown(f"# {TITLE}\nA small draft model guesses γ tokens, the large target model "
@@ -40,12 +60,19 @@ def build_demo(loader=None) -> gr.Blocks:
                     "pass on this device's roofline.")
         with gr.Tabs():
             with gr.Tab("Live"):
-                live.build(loader, wrap=zero_gpu)
+                live.build(tracker, wrap=zero_gpu)
+            build_lesson_tabs(tracker.current)
+        # a closed tab (its heartbeat gone) stops that session's decode after the current step
+        demo.unload(handlers.stop)
     # one decode at a time: they share the device, and timings must not disturb each other
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_MAX)
     return demo
 
 
 def launch(demo: gr.Blocks | None = None, **kwargs) -> None:
-    """Serve the app; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT apply as usual."""
+    """Serve the app; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT apply as usual, and
+    SPECLAB_THREADS sets torch's CPU threads (1 is steadier on a shared machine)."""
+    if os.environ.get("SPECLAB_THREADS", "").isdigit():
+        import torch
+        torch.set_num_threads(max(1, int(os.environ["SPECLAB_THREADS"])))
     (demo or build_demo()).launch(**kwargs)

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import atexit
 import csv
+import gc
+import html
 import os
 import re
 import shutil
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -40,7 +43,14 @@ CHART_EVERY_S = 1.0  # charts (and live stats) redrawn at most this often while 
 CHART_COST_X = 20    # ...and at most 1/20 of the time goes into drawing them
 CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound")
 KEEP_EXPORTS = 64  # export folders kept on disk (oldest removed first)
-DEPTH_POLICIES = ("fixed",)
+CONFIDENCE_THRESHOLD = 0.5
+# name -> what the Live tab says about it; built by depth_policy() below
+DEPTH_POLICIES = {
+    "fixed": "always γ drafts per step",
+    "heuristic": "+2 after a fully accepted step, −1 otherwise, within [1, γ]",
+    "confidence": f"draft up to γ, stop once the draft's top probability < {CONFIDENCE_THRESHOLD}",
+    "roofline": "each step, the γ ≤ slider value that maximises E(γ)/T(γ) from measured pass times",
+}
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 Loader = Callable[..., object]  # (preset, device=, dtype=, ngram=) -> ModelPair
@@ -77,6 +87,7 @@ class DecodeRequest:
     settings: object  # app.engine.DecodeSettings
     baseline: bool
     fast_path: bool
+    policy: str = "fixed"
 
 
 # --------------------------------------------------------------------------- choices
@@ -118,26 +129,63 @@ def fast_path_note(devices: list[str]) -> str:
 def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k,
                   seed, max_new_tokens, device, fast_path, baseline) -> DecodeRequest:
     """Check every input before anything is loaded; raises InputError with a one-line message."""
-    if preset not in PRESETS:
-        raise InputError(f"unknown model pair {preset!r}: choose one of {', '.join(PRESETS)}")
-    if device not in device_choices():
-        raise InputError(f"device {device!r} is not available here: choose one of "
-                         f"{', '.join(device_choices())}")
+    validation.preset(preset)  # presets only: the web app never loads a path or a free-form id
+    validation.device(device, device_choices())
     if depth_policy not in DEPTH_POLICIES:
         raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {depth_policy!r}")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise InputError("the prompt is empty: type some text to continue")
+    validation.prompt_text(prompt)
     settings = validation.settings(gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
                                    seed=seed, max_new_tokens=max_new_tokens, drafter=drafter)
-    return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path))
+    return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path), depth_policy)
 
 
 def safe_message(exc: Exception) -> str:
-    """The first line of an error message with filesystem paths cut down to what a user
-    needs (repository-relative, or a file name): nothing of the server's layout leaks."""
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    """The first line of an error message (the last line of a captured traceback), with
+    filesystem paths cut down to what a user needs (repository-relative, or a file name):
+    nothing of the server's layout leaks.
+    Out-of-memory errors say so first, with what to try, then the first sentence of torch's."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    if lines and lines[0].startswith("Traceback"):  # a captured traceback: keep its last line
+        lines = [line for line in lines[1:] if not line[0].isspace()][-1:]
+    text = (lines or [type(exc).__name__])[0][:300]
     text = text.replace(REPO_ROOT + os.sep, "").replace(REPO_ROOT, ".")
-    return re.sub(r"(?<![\w.])(/[^\s/:'\"]+)+/([^\s/:'\"]+)", r"\2", text)
+    text = re.sub(r"(?<![\w.])(/[^\s/:'\"]+)+/([^\s/:'\"]+)", r"\2", text)
+    if is_out_of_memory(exc):
+        return ("out of memory: try a smaller model pair, fewer max new tokens, a smaller γ or "
+                f"the CPU ({text.split('. ')[0][:120]})")
+    return text
+
+
+def user_error(message: str) -> gr.Error:
+    """gr.Error for the browser: its toast renders HTML, so < > & are escaped (the message may
+    quote user input, e.g. an unknown preset name)."""
+    return gr.Error(html.escape(message, quote=False), print_exception=False)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA (torch.OutOfMemoryError), MPS and CPU allocator failures, and MemoryError."""
+    import torch
+    if isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError))):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def release_memory(exc: BaseException | None = None) -> None:
+    """After a failed run: drop what the exception's frames still hold (KV caches, logits),
+    collect, and hand cached accelerator memory back (torch.cuda.empty_cache)."""
+    import torch
+    seen = set()
+    while exc is not None and id(exc) not in seen:  # the exception and its causes
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    mps = getattr(torch, "mps", None)
+    if mps is not None and torch.backends.mps.is_available():
+        mps.empty_cache()
 
 
 # --------------------------------------------------------------------------- pure views
@@ -391,14 +439,17 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
     try:
         req = parse_request(*inputs)
         pair, ids, ceilings = _prepare(req, loader, progress)
+        policy = depth_policy(req.policy, pair, req.settings.gamma, len(ids))
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, missing model
-        raise gr.Error(safe_message(exc), print_exception=False) from None
+        raise user_error(safe_message(exc)) from None
     except Exception as exc:  # e.g. out of memory while loading: say so, stay up  # noqa: BLE001
-        raise gr.Error(f"could not start: {safe_message(exc)}", print_exception=False) from None
+        message = safe_message(exc)
+        release_memory(exc)
+        raise user_error(f"could not start: {message}") from None
     key, flag = _cancel_flag(request)
     state, trace = _Run(req, pair, ceilings), None
     frames = in_background(run(pair, ids, req.prompt, req.settings, baseline=req.baseline,
-                               cancel=flag.is_set), min_interval=FRAME_S)
+                               cancel=flag.is_set, policy=policy), min_interval=FRAME_S)
     try:
         for trace in frames:
             yield state.view(trace, _phase(trace, req))
@@ -411,6 +462,14 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
             del _cancels[key]
 
 
+def depth_policy(name: str, pair, gamma: int, kv_len: int):
+    """The policy object for the Live tab; the slider's γ is the start (fixed, heuristic) or the
+    cap (confidence, roofline). The roofline policy times the pair's passes first (~1 s)."""
+    from app.lessons import policies
+    costs = policies.measure_costs(pair, gamma, kv_len) if name == "roofline" else None
+    return policies.make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
+
+
 def _phase(trace: Trace, req: DecodeRequest) -> str:
     if trace.summary is not None and req.baseline and trace.baseline is None:
         return "Running the baseline (target only)…"
@@ -418,8 +477,10 @@ def _phase(trace: Trace, req: DecodeRequest) -> str:
 
 
 def _failed(state: _Run, trace: Trace | None, req: DecodeRequest, exc: Exception):
+    """End the stream visibly, free what the failed run held, then raise the error."""
     message = safe_message(exc)
+    release_memory(exc)
     trace = trace or Trace(prompt=req.prompt, settings={}, prompt_ids=[])
     trace.stopped = f"error: {message}"
     yield state.view(trace, "Error", finished=True)
-    raise gr.Error(f"decoding failed: {message}", print_exception=False)
+    raise user_error(f"decoding failed: {message}") from None

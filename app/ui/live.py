@@ -44,7 +44,7 @@ def _controls(devices: list[str]) -> dict:
                             value="model", label="Drafter")
     c["gamma"] = gr.Slider(1, validation.MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
     c["policy"] = gr.Dropdown(list(handlers.DEPTH_POLICIES), value="fixed", label="Depth policy",
-                              info="fixed: always γ drafts per step")
+                              info="; ".join(f"{k}: {v}" for k, v in handlers.DEPTH_POLICIES.items()))
     with gr.Accordion("Sampling", open=False):
         c["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
         c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")

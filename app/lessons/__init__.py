@@ -1,0 +1,116 @@
+"""The lessons: one experiment per claim, each a function returning plain data.
+
+    from app.lessons import LESSONS, get
+    result = get("knee").function(pair, qs=(1, 2, 4, 8))      # a dataclass with to_dict()
+    figure = get("knee").figure(result.to_dict())             # visualizations.lessons
+
+Every lesson function takes the ModelPair first (except memory_wall: pure arithmetic), validates
+its inputs (LessonError, one line), accepts progress(fraction, message), and returns a dataclass
+of plain values with to_dict(), summary() (lines for a terminal) and headline() (one Markdown
+line: measured next to predicted). QUICK holds the small sizes of the walkthrough.
+Modules are imported on first use, so listing the lessons loads no model code.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from app.lessons.common import LessonError
+
+__all__ = ["LESSONS", "Lesson", "LessonError", "get"]
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """name: CLI/registry key; module/function: where the experiment lives; figure: the builder
+    in visualizations.lessons; claim: 1-2 sentences; formula: LaTeX ($$...$$) or ""; notice:
+    what to look at in the result; needs_pair: False for pure arithmetic."""
+    name: str
+    title: str
+    claim: str
+    module: str
+    function_name: str
+    figure_name: str
+    formula: str = ""
+    notice: str = ""
+    needs_pair: bool = True
+    tab: str = ""  # short tab label; the title when empty
+
+    @property
+    def tab_label(self) -> str:
+        return self.tab or self.title
+
+    @property
+    def function(self):
+        return getattr(importlib.import_module(f"app.lessons.{self.module}"), self.function_name)
+
+    @property
+    def quick_kwargs(self) -> dict:
+        return dict(getattr(importlib.import_module(f"app.lessons.{self.module}"), "QUICK", {}))
+
+    def figure(self, data: dict):
+        import visualizations.lessons as figures
+        return getattr(figures, self.figure_name)(data)
+
+
+LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in [
+    Lesson("knee", "Five tokens cost about one",
+           "A forward pass over q new tokens costs about what one token costs while the pass is "
+           "bound by reading the weights (or by fixed overhead), not by arithmetic.",
+           "knee", "five_for_one", "knee_lesson_figure",
+           r"$$\frac{t(q)}{t(1)} \approx 1 \quad \text{for } q \ll q_{\text{ridge}}$$",
+           "How flat the curve stays for q = 2…8: that flatness is what a verify pass of γ + 1 tokens buys.",
+           tab="Knee"),
+    Lesson("batch_depth", "Batch size against depth",
+           "Verifying γ + 1 tokens for each of b sequences is a pass of b(γ + 1) tokens; as the batch "
+           "grows the extra positions stop being free, and speculation starts to lose.",
+           "batch_depth", "batch_vs_depth", "batch_depth_figure",
+           r"$$T(b,\gamma) = \gamma\, t_{\text{draft}}(b,1) + t_{\text{target}}(b,\gamma+1)$$",
+           "The boundary where the heatmap turns below 1: above that batch size, switch speculation off.",
+           tab="Batch × depth"),
+    Lesson("policies", "Depth policies side by side",
+           "How many tokens to draft can be chosen per step: fixed, a +2/−1 heuristic, a confidence stop, "
+           "or the depth that maximises expected tokens per second on this device.",
+           "policies", "compare_policies", "policies_figure",
+           r"$$\gamma^* = \arg\max_\gamma \frac{(1-\alpha^{\gamma+1})/(1-\alpha)}"
+           r"{\gamma\, t_{\text{draft}} + t_{\text{target}}(\gamma+1)}$$",
+           "Wasted tokens against tokens/s: the policies trade drafting effort for acceptance; the text never changes.",
+           tab="Depth policies"),
+    Lesson("theory", "Theory against measurement",
+           "Leviathan et al. predict tokens per target pass and speedup from the acceptance rate α and the "
+           "cost ratio c alone; measure both and compare.",
+           "theory", "theory_vs_measurement", "theory_figure",
+           r"$$E(\gamma) = \frac{1-\alpha^{\gamma+1}}{1-\alpha}, \qquad "
+           r"S(\gamma) = \frac{1-\alpha^{\gamma+1}}{(1-\alpha)(\gamma c+1)}$$",
+           "Tokens per pass follow the formula closely; speedup falls short where a verify pass costs more than one token.",
+           tab="Theory vs measurement"),
+    Lesson("lossless", "Lossless: same distribution as the target",
+           "Accepting a draft x with probability min(1, p(x)/q(x)) and resampling rejections from "
+           "norm(max(0, p − q)) yields exactly the target's distribution; break either rule and it moves.",
+           "lossless", "lossless", "lossless_figure",
+           r"$$P(x) = \min\big(p(x), q(x)\big) + (1-\alpha)\,\frac{\max(0,\,p(x)-q(x))}{1-\alpha} = p(x)$$",
+           "Exact speculative sampling stays within the noise floor; each broken variant jumps above it.",
+           tab="Lossless"),
+    Lesson("flops", "More FLOPs, less time",
+           "Speculative decoding does more arithmetic than plain decoding - drafts and rejected verify "
+           "positions are thrown away - yet takes less time, because decoding is not limited by arithmetic.",
+           "flops", "flops_vs_time", "flops_figure",
+           r"$$\frac{\text{FLOPs}}{\text{token}} \approx \frac{2(\gamma+1)P_{\text{target}} + 2\gamma P_{\text{draft}}}"
+           r"{E(\gamma)} \;>\; 2P_{\text{target}}$$",
+           "The wasted slice of FLOPs costs almost no time: the verify pass was paid for by the weight read.",
+           tab="FLOPs vs time"),
+    Lesson("memory_wall", "The memory wall",
+           "Each decoding step reads every weight once: a 70B-parameter model in fp16 moves 140 GB per "
+           "token, 70 ms at 2 TB/s, at about 1 FLOP per byte.",
+           "memory_wall", "memory_wall", "memory_wall_figure",
+           r"$$t_{\text{pass}} \ge \frac{P \cdot \text{bytes/param}}{\text{bandwidth}}, \qquad "
+           r"I = \frac{2Pbq}{P \cdot \text{bytes/param}} = \frac{2bq}{\text{bytes/param}}$$",
+           "Intensity grows with batch × tokens per pass: speculation raises q the way batching raises b.",
+           needs_pair=False, tab="Memory wall"),
+]}
+
+
+def get(name: str) -> Lesson:
+    if name not in LESSONS:
+        raise LessonError(f"unknown lesson {name!r}: choose one of {', '.join(LESSONS)}")
+    return LESSONS[name]

@@ -1,0 +1,191 @@
+"""What every lesson shares: progress reporting, input checks, prompts, timed decoding runs and
+the acceptance estimate.
+
+Acceptance: Leviathan et al. (2023, arXiv 2211.17192) model each drafted position as accepted
+independently with probability alpha. A step examines positions until the first rejection, so
+the maximum-likelihood estimate of alpha from a run is
+
+    alpha_hat = sum(accepted) / sum(examined positions)      (examined = len(event.checks))
+
+and not accepted / drafted, which counts the positions after a rejection that were never tested
+and so underestimates alpha.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+Progress = Callable[[float, str], None]
+
+PROMPTS = (
+    "It is a truth universally acknowledged, that a single man in possession of a good fortune",
+    "ROMEO:\nBut soft, what light through yonder window breaks?",
+    "Emma Woodhouse, handsome, clever, and rich,",
+)
+
+
+class LessonError(ValueError):
+    """Bad input to a lesson; the message is one line, safe to show as-is."""
+
+
+def report(progress: Progress | None) -> Progress:
+    """progress itself, or a no-op when None."""
+    return progress or (lambda fraction, message: None)
+
+
+def part(progress: Progress | None, start: float, end: float) -> Progress:
+    """A progress callable for one stage that maps its 0..1 onto start..end of the whole."""
+    outer = report(progress)
+    return lambda fraction, message: outer(start + (end - start) * min(max(fraction, 0.0), 1.0), message)
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise LessonError(message)
+
+
+def check_int(name: str, value, low: int, high: int) -> int:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and int(value) == value
+    require(ok, f"{name} must be a whole number, got {value!r}")
+    require(low <= int(value) <= high, f"{name} must be between {low} and {high}, got {int(value)}")
+    return int(value)
+
+
+def check_float(name: str, value, low: float, high: float) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    require(ok, f"{name} must be a finite number, got {value!r}")
+    require(low <= value <= high, f"{name} must be in [{low}, {high}], got {value}")
+    return float(value)
+
+
+def check_ints(name: str, values: Iterable, low: int, high: int) -> tuple[int, ...]:
+    """A non-empty, sorted, duplicate-free tuple of whole numbers in [low, high]."""
+    values = tuple(values)
+    require(len(values) > 0, f"{name}: give at least one value")
+    return tuple(sorted({check_int(name, v, low, high) for v in values}))
+
+
+def need_draft(pair) -> None:
+    require(pair.draft is not None, "this lesson needs a draft model; the loaded pair has none "
+                                    "(n-gram drafting): load a pair with a draft model")
+
+
+def encode(pair, text: str, room: int = 0) -> list[int]:
+    """Token ids of a prompt; it must be non-empty and leave `room` positions in the context."""
+    require(isinstance(text, str) and bool(text.strip()), "the prompt is empty: type some text")
+    ids = pair.tokenizer(text, add_special_tokens=False)["input_ids"]
+    require(len(ids) > 0, "the prompt encodes to no tokens: type some text")
+    require(len(ids) + room <= pair.context,
+            f"the prompt is {len(ids)} tokens; with {room} new ones it exceeds the model's "
+            f"context of {pair.context}")
+    return list(ids)
+
+
+def dtype_bytes(pair) -> int:
+    """Bytes per weight/activation element of the pair's dtype (4 fp32, 2 bf16/fp16)."""
+    return {"torch.float32": 4, "torch.float16": 2, "torch.bfloat16": 2}.get(str(pair.dtype), 4)
+
+
+@dataclass
+class Run:
+    """One decoding run: its events, wall seconds and emitted ids."""
+    steps: list
+    seconds: float
+
+    @property
+    def ids(self) -> list[int]:
+        return [t for s in self.steps for t in s.emitted_ids]
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.ids) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def target_passes(self) -> int:
+        return sum(f.model == "target" and f.phase != "prefill" for s in self.steps for f in s.forwards)
+
+    @property
+    def drafted(self) -> int:
+        return sum(len(s.draft_ids) for s in self.steps)
+
+    @property
+    def accepted(self) -> int:
+        return sum(s.n_accepted for s in self.steps)
+
+    @property
+    def examined(self) -> int:
+        return sum(len(s.checks) for s in self.steps)
+
+
+def decode(pair, prompt_ids: list[int], settings, *, policy=None, drafter=None,
+           plain: bool = False) -> Run:
+    """Run the engine to completion (speculative, or target-only with plain=True), timed."""
+    from app.engine import autoregressive_generate, speculative_generate
+
+    start = time.perf_counter()
+    if plain:
+        steps = list(autoregressive_generate(pair, prompt_ids, settings))
+    else:
+        steps = list(speculative_generate(pair, prompt_ids, settings, drafter=drafter, policy=policy))
+    return Run(steps, time.perf_counter() - start)
+
+
+def keep_fastest(best: dict, key, run: Run) -> None:
+    """best[key] = the faster of best[key] and run. Repeating a run and keeping its fastest time
+    (timeit's rule) discards slowdowns from other jobs on a shared machine; outputs are equal
+    across repeats because the seed is."""
+    if key not in best or run.seconds < best[key].seconds:
+        best[key] = run
+
+
+def alpha_hat(runs: Iterable[Run]) -> float:
+    """Pooled acceptance estimate sum(accepted) / sum(examined) (module docstring)."""
+    runs = list(runs)
+    examined = sum(r.examined for r in runs)
+    return sum(r.accepted for r in runs) / examined if examined else 0.0
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """Leviathan et al. eq. (1): E[tokens per target pass] = (1 - alpha^(gamma+1)) / (1 - alpha)."""
+    if alpha >= 1.0:
+        return float(gamma + 1)
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def leviathan_speedup(alpha: float, gamma: int, c: float) -> float:
+    """Leviathan et al. Thm 3.8: walltime speedup (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1)),
+    c = t_draft / t_target; assumes a verify pass of gamma + 1 tokens costs one target pass."""
+    return expected_tokens(alpha, gamma) / (gamma * c + 1)
+
+
+def _short(model_id: str | None) -> str:
+    """A local directory as its last two parts (no server paths on screen); hub ids unchanged."""
+    from pathlib import Path
+
+    path = Path(str(model_id))
+    return "/".join(path.parts[-2:]) if path.is_absolute() else str(model_id)
+
+
+def pair_label(pair) -> str:
+    shape = " (shape-only: random weights)" if pair.info.get("shape_only") else ""
+    return (f"{_short(pair.target_id)} / {_short(pair.draft_id)}{shape} on {pair.device}, "
+            f"{str(pair.dtype).replace('torch.', '')}")
+
+
+def measure_alpha(pair, *, prompts=PROMPTS[:2], gamma: int = 4, temperature: float = 0.0,
+                  max_new_tokens: int = 32, seed: int = 0, progress: Progress | None = None) -> float:
+    """alpha_hat of the pair from short speculative runs on `prompts` (module docstring)."""
+    from app.engine import DecodeSettings
+
+    need_draft(pair)
+    settings = DecodeSettings(gamma=gamma, temperature=temperature, seed=seed,
+                              max_new_tokens=max_new_tokens)
+    runs = []
+    for i, text in enumerate(prompts):
+        report(progress)(i / len(prompts), f"measuring acceptance: prompt {i + 1}/{len(prompts)}")
+        runs.append(decode(pair, encode(pair, text, max_new_tokens + gamma + 1), settings))
+    report(progress)(1.0, f"alpha = {alpha_hat(runs):.3f}")
+    return alpha_hat(runs)

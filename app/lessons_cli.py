@@ -1,0 +1,213 @@
+"""`lesson` subcommand: run one experiment of app.lessons from a terminal.
+
+    python -m app lesson list
+    python -m app lesson knee --qs 1,2,4,8 --json knee.json
+    python -m app lesson batch_depth --batches 1,8,64 --gammas 0,2,4 --alpha 0.7
+    python -m app lesson lossless -n 1000 -k 1 --json -          (JSON on stdout, summary on stderr)
+    python -m app lesson memory_wall --params 70e9 --dtype fp16 --bandwidth 2
+
+Models: the embedded pair by default; --target DIR --draft DIR for another local pair (or hub
+ids when online), --shape TARGET,DRAFT for a shape-only pair (random weights: timing only).
+Errors print one line to stderr and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from app.lessons import LESSONS
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
+
+
+def _number(text: str) -> float:
+    """70e9, 70B, 7M, 1.5k -> float."""
+    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}.get(text[-1:].lower(), 1.0)
+    try:
+        return float(text[:-1] if scale != 1.0 else text) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number like 70e9 or 70B, got {text!r}")
+
+
+def _pair_args(p) -> None:
+    p.add_argument("--target", help="target model directory or hub id (default: embedded pair)")
+    p.add_argument("--draft", help="draft model directory or hub id (default: embedded pair)")
+    p.add_argument("--shape", help="shape-only pair TARGET,DRAFT, e.g. llama-3.1-8b,llama-3.2-1b")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    p.add_argument("--dtype", default="auto", help="auto | float32 | float16 | bfloat16")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (fewer than the cores when other jobs share the machine)")
+
+
+def _prompts(p, many: bool) -> None:
+    p.add_argument("--prompt", action="append" if many else "store",
+                   help="prompt text" + (" (repeat for several)" if many else ""))
+
+
+def _lesson_parsers(sub) -> None:
+    k = sub.add_parser("knee", help=LESSONS["knee"].title)
+    k.add_argument("--qs", type=_ints, default=None, help="tokens per pass, e.g. 1,2,3,4,5,8,16")
+    k.add_argument("--kv-len", type=int, default=None, help="cached tokens before each pass (default 64)")
+    k.add_argument("--repeats", type=int, default=None)
+    b = sub.add_parser("batch_depth", help=LESSONS["batch_depth"].title)
+    b.add_argument("--batches", type=_ints, default=None, help="e.g. 1,2,4,8,16,32,64")
+    b.add_argument("--gammas", type=_ints, default=None, help="e.g. 0,1,2,4,8 (0 is always added)")
+    b.add_argument("--alpha", type=float, default=None, help="acceptance rate (default: measured on the pair)")
+    b.add_argument("--steps", type=int, default=200, help="simulated steps per cell")
+    b.add_argument("--kv-len", type=int, default=None, help="cached tokens before each pass (default 32)")
+    b.add_argument("--repeats", type=int, default=None)
+    p = sub.add_parser("policies", help=LESSONS["policies"].title)
+    _prompts(p, True)
+    p.add_argument("--gamma", type=int, default=4)
+    p.add_argument("--gamma-max", type=int, default=8)
+    p.add_argument("--threshold", type=float, default=0.4, help="confidence stop threshold")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--rounds", type=int, default=2, help="repeat every run, keep its fastest")
+    t = sub.add_parser("theory", help=LESSONS["theory"].title)
+    _prompts(t, True)
+    t.add_argument("--gammas", type=_ints, default=None, help="default 1,...,8")
+    t.add_argument("--max-new-tokens", type=int, default=64)
+    t.add_argument("--temperature", type=float, default=0.0)
+    t.add_argument("--rounds", type=int, default=2, help="repeat every run, keep its fastest")
+    lo = sub.add_parser("lossless", help=LESSONS["lossless"].title)
+    _prompts(lo, False)
+    lo.add_argument("-n", type=int, default=1000, help="samples per arm")
+    lo.add_argument("-k", type=int, default=1, help="tokens per sample (1-4)")
+    lo.add_argument("--gamma", type=int, default=3)
+    lo.add_argument("--temperature", type=float, default=1.0)
+    lo.add_argument("--variants", default="exact,greedy_draft,no_residual",
+                    help="comma-separated: exact, greedy_draft, no_residual")
+    f = sub.add_parser("flops", help=LESSONS["flops"].title)
+    _prompts(f, False)
+    f.add_argument("--gamma", type=int, default=4)
+    f.add_argument("--max-new-tokens", type=int, default=64)
+    f.add_argument("--rounds", type=int, default=2, help="repeat both runs, keep the fastest")
+    for parser in (k, b, p, t, lo, f):
+        _pair_args(parser)
+    m = sub.add_parser("memory_wall", help=LESSONS["memory_wall"].title)
+    m.add_argument("--params", type=_number, default=70e9, help="parameters, e.g. 70e9 or 70B")
+    m.add_argument("--dtype", default="fp16", help="fp32 | fp16 | bf16 | fp8 | int8 | int4")
+    m.add_argument("--batch", type=int, default=1)
+    m.add_argument("--q", type=int, default=1, help="tokens per sequence per pass (gamma + 1 when verifying)")
+    m.add_argument("--bandwidth", type=float, default=None, help="TB/s (default 2, or the device's)")
+    m.add_argument("--peak", type=float, default=None, help="TFLOP/s (optional)")
+    m.add_argument("--device", default=None, help="a datasheet row, e.g. 'H100 SXM', or 'measured'")
+
+
+def add_parsers(subparsers) -> None:
+    """Register `lesson NAME [options] [--json FILE]` on an argparse subparsers object."""
+    lesson = subparsers.add_parser("lesson", help="run one of the lessons' experiments")
+    sub = lesson.add_subparsers(dest="lesson", required=True, metavar="NAME")
+    sub.add_parser("list", help="list the lessons")
+    _lesson_parsers(sub)
+    for name, parser in sub.choices.items():
+        parser.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' = stdout)")
+    lesson.set_defaults(func=run)
+
+
+def _load_pair(args):
+    import torch
+
+    from app.models import load_pair, load_shape_pair
+
+    if args.threads:
+        torch.set_num_threads(max(1, args.threads))
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()  # stderr keeps to progress lines and one-line errors
+
+    if args.shape:
+        names = args.shape.split(",")
+        if len(names) != 2:
+            raise ValueError("--shape takes TARGET,DRAFT, e.g. llama-3.1-8b,llama-3.2-1b")
+        return load_shape_pair(*names, device=args.device, dtype=args.dtype)
+    return load_pair(args.target, args.draft, device=args.device, dtype=args.dtype)
+
+
+def _kwargs(args) -> dict:
+    """The lesson function's keyword arguments from the parsed options (None = its default)."""
+    a, name = vars(args), args.lesson
+    keep = {"knee": ("qs", "kv_len", "repeats"),
+            "batch_depth": ("batches", "gammas", "alpha", "steps", "kv_len", "repeats", "seed"),
+            "policies": ("gamma", "gamma_max", "threshold", "max_new_tokens", "temperature", "seed", "rounds"),
+            "theory": ("gammas", "max_new_tokens", "temperature", "seed", "rounds"),
+            "lossless": ("n", "k", "gamma", "temperature", "seed"),
+            "flops": ("gamma", "max_new_tokens", "seed", "rounds")}[name]
+    kw = {key: a[key] for key in keep if a.get(key) is not None}
+    if a.get("prompt"):
+        kw["prompts" if isinstance(a["prompt"], list) else "prompt"] = a["prompt"]
+    if name == "lossless":
+        kw["variants"] = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    return kw
+
+
+def _memory_wall(args):
+    from app.lessons.memory_wall import memory_wall
+
+    bandwidth = args.bandwidth * 1e12 if args.bandwidth else None
+    peak = args.peak * 1e12 if args.peak else None
+    device = args.device
+    if device == "measured":
+        from app.hardware import detect_device, measure_ceilings
+        ceilings = measure_ceilings(detect_device("auto"), "fp32" if args.dtype == "fp32" else "fp16",
+                                    progress=_progress)
+        bandwidth, peak = bandwidth or ceilings.measured_bytes_per_s, peak or ceilings.measured_flops_per_s
+        device, source = None, f"{ceilings.device_name} (measured)"
+    else:
+        source = None
+    if not device and not bandwidth:
+        bandwidth = 2e12
+    return memory_wall(args.params, dtype=args.dtype, batch=args.batch, q=args.q, bytes_per_s=bandwidth,
+                       flops_per_s=peak, device=device, source=source)
+
+
+def _progress(fraction: float, message: str) -> None:
+    print(f"  [{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+
+
+def run(args) -> int:
+    """Run the chosen lesson; print the summary and write JSON. Errors: one line, exit 2."""
+    try:
+        if args.lesson == "list":
+            for lesson in LESSONS.values():
+                print(f"{lesson.name:12s} {lesson.title}")
+            return 0
+        if args.lesson == "memory_wall":
+            result = _memory_wall(args)
+        else:
+            result = LESSONS[args.lesson].function(_load_pair(args), progress=_progress, **_kwargs(args))
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the CLI's contract: one line, no traceback
+        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print("\n".join(result.summary()), file=out)
+    if args.json == "-":
+        print(json.dumps(result.to_dict(), indent=1))
+    elif args.json:
+        with open(args.json, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
+        print(f"wrote {args.json}", file=out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (`python -m app.lessons_cli lesson ...`) until app/cli.py wires it."""
+    parser = argparse.ArgumentParser(prog="python -m app")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

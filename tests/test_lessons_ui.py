@@ -1,0 +1,91 @@
+"""The lesson tabs without a browser: the layout, LaTeX delimiters, handlers called directly,
+and bad input turned into gr.Error."""
+import pytest
+import torch
+
+gr = pytest.importorskip("gradio")
+
+from app.lessons import LESSONS  # noqa: E402
+from app.ui.lessons import (LATEX, build_lesson_tabs, memory_wall_kwargs, parse_ints,  # noqa: E402
+                            parse_prompts, run_lesson)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def demo(tiny_pair):
+    with gr.Blocks() as blocks:
+        with gr.Tabs():
+            build_lesson_tabs(lambda: tiny_pair)
+    return blocks
+
+
+def handlers(demo, kind: str) -> list:
+    """Event functions of the lesson UI: kind "walk" (walkthrough) or "tab"."""
+    return [f for f in demo.fns.values() if f.fn is not None and f"_{kind}" in f.fn.__qualname__]
+
+
+def test_one_tab_per_lesson_after_the_walkthrough(demo):
+    tabs = [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)]
+    assert tabs == ["Walkthrough"] + [lesson.tab_label for lesson in LESSONS.values()]
+    assert len(handlers(demo, "walk")) == len(LESSONS) and len(handlers(demo, "tab")) == len(LESSONS)
+
+
+def test_formulas_render_inline_and_display_latex(demo):
+    formulas = [b for b in demo.blocks.values() if isinstance(b, gr.Markdown) and "$$" in (b.value or "")]
+    assert len(formulas) >= 2 * 6  # walkthrough + tab header of every lesson with a formula
+    assert all(b.latex_delimiters == LATEX for b in formulas)
+    assert {"left": "$", "right": "$", "display": False} in LATEX
+
+
+def test_walkthrough_memory_wall_shows_the_anchor(demo):
+    walk = handlers(demo, "walk")[list(LESSONS).index("memory_wall")]
+    markdown, plot = walk.fn()
+    assert "140 GB per token" in markdown and "70 ms" in markdown and "Notice" in markdown
+    assert plot.visible is True
+
+
+def test_tab_handler_runs_with_the_default_controls(demo):
+    tab = handlers(demo, "tab")[list(LESSONS).index("memory_wall")]
+    figure, markdown, data = tab.fn({c: c.value for c in tab.inputs})
+    assert data["bytes_per_token"] == pytest.approx(140e9) and "```" in markdown and figure.data
+
+
+def test_tab_handler_runs_a_lesson_on_the_pair(demo):
+    tab = handlers(demo, "tab")[list(LESSONS).index("flops")]
+    values = {c: c.value for c in tab.inputs}
+    values.update({c: 8 for c in tab.inputs if c.label == "new tokens"})
+    figure, markdown, data = tab.fn(values)
+    assert data["lesson"] == "flops" and data["new_tokens"] == 8
+
+
+def test_bad_input_becomes_gr_error(demo, tiny_pair):
+    with pytest.raises(gr.Error, match="gammas"):
+        run_lesson("theory", lambda: tiny_pair, {"gammas": (0,)})
+    tab = handlers(demo, "tab")[list(LESSONS).index("knee")]
+    values = {c: ("1,x" if isinstance(c, gr.Textbox) else c.value) for c in tab.inputs}
+    with pytest.raises(gr.Error, match="comma-separated"):
+        tab.fn(values)
+
+    def no_pair():
+        raise ValueError("no model pair is loaded yet")
+    with pytest.raises(gr.Error, match="no model pair"):
+        run_lesson("flops", no_pair, {})
+
+
+def test_parsers():
+    assert parse_ints(" 1, 2,4 ", "q") == (1, 2, 4)
+    with pytest.raises(ValueError, match="q: expected"):
+        parse_ints("1;2", "q")
+    assert parse_prompts("a\n\n b \n") == ("a", " b ")
+    with pytest.raises(ValueError, match="prompt"):
+        parse_prompts(" \n ")
+    assert memory_wall_kwargs(70, "fp16", 1, 1, "H100 SXM", 0, 0)["device"] == "H100 SXM"
+    with pytest.raises(ValueError, match="bandwidth"):
+        memory_wall_kwargs(70, "fp16", 1, 1, "custom bandwidth", 0, 0)

@@ -1,0 +1,217 @@
+"""Figures of the lessons (app.lessons), one builder per experiment.
+
+Each builder takes the experiment's `to_dict()` - plain values, no torch - and returns a plotly
+Figure, so a saved result redraws without a model. Measured values are markers, predictions
+are lines, and every figure says where its numbers came from.
+"""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .colors import (BLACK, BLUE, BLUISH_GREEN, GREY, ORANGE, REDDISH_PURPLE, SKY_BLUE,
+                     VERMILLION)
+from .layout import FONT_SIZE, LEGEND_BELOW, empty_figure, log_ticks, style
+
+ARM_COLORS = {"target": GREY, "exact": BLUISH_GREEN, "greedy_draft": VERMILLION,
+              "no_residual": REDDISH_PURPLE}
+POLICY_COLORS = {"plain": GREY, "fixed": BLUE, "heuristic": ORANGE, "confidence": REDDISH_PURPLE,
+                 "roofline": BLUISH_GREEN}
+PART_COLORS = {"draft": ORANGE, "verify_used": BLUE, "verify_wasted": VERMILLION, "plain_decode": SKY_BLUE}
+PART_LABELS = {"draft": "draft passes", "verify_used": "verify: used positions",
+               "verify_wasted": "verify: wasted positions", "plain_decode": "plain decode passes"}
+
+
+def _subtitle(title: str, note: str) -> str:
+    return f"{title}<br><sup>{note}</sup>" if note else title
+
+
+def knee_lesson_figure(d: dict) -> go.Figure:
+    """t(q) / t(1) against tokens per pass q (log x): 1 = free, the bend marked."""
+    title = "Five tokens cost about one: t(q) / t(1)"
+    if not d.get("qs"):
+        return empty_figure(title, "no measurements yet")
+    fig = go.Figure(go.Scatter(
+        x=d["qs"], y=d["ratios"], mode="lines+markers", name="measured", line=dict(color=BLACK, width=3),
+        marker=dict(size=11), customdata=[[s * 1e3, r["bound"]] for s, r in zip(d["seconds"], d["knee"]["rows"])],
+        hovertemplate="q=%{x}: %{y:.2f}× t(1)<br>%{customdata[0]:.3f} ms, %{customdata[1]}<extra></extra>"))
+    fig.add_hline(y=1, line=dict(color=BLUISH_GREEN, dash="dash"), annotation_text="cost of one token",
+                  annotation_position="bottom left")
+    fig.add_hline(y=d["bend_ratio"], line=dict(color=GREY, dash="dot"),
+                  annotation_text=f"bend threshold {d['bend_ratio']}×", annotation_position="top left")
+    if d.get("bend"):  # on a log axis a shape takes the data value, an annotation its log10
+        fig.add_shape(type="line", x0=d["bend"], x1=d["bend"], y0=0, y1=1, yref="paper",
+                      line=dict(color=VERMILLION, dash="dot", width=2))
+        fig.add_annotation(x=math.log10(d["bend"]), y=1, yref="paper", text=f"bend: q = {d['bend']}",
+                           showarrow=False, xanchor="left", yanchor="top", font=dict(color=VERMILLION))
+    if d.get("ratio_at_5") is not None:
+        fig.add_annotation(x=math.log10(5), y=d["ratio_at_5"], text=f"5 tokens: {d['ratio_at_5']:.2f}×",
+                           showarrow=True, arrowhead=2, ax=40, ay=-50, font=dict(size=FONT_SIZE))
+    fig.update_xaxes(type="log", title_text="tokens per forward pass q (log scale)",
+                     **log_ticks(min(d["qs"]), max(d["qs"])))
+    fig.update_yaxes(title_text="time relative to one token", rangemode="tozero")
+    return style(fig, _subtitle(title, d.get("model", "")), height=500)
+
+
+def _lose_line(d: dict) -> go.Scatter:
+    """A staircase along cell edges: in each gamma column, below the first batch that loses."""
+    xs, ys, top = [], [], len(d["batches"]) - 0.5
+    for j, b in enumerate(d["lose_from_batch"]):
+        if d["gammas"][j] == 0:
+            continue
+        y = top if b is None else d["batches"].index(b) - 0.5
+        xs += [j - 0.5, j + 0.5]
+        ys += [y, y]
+    return go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=BLACK, width=4, shape="hv"),
+                      name="speculation starts to lose above this line (speedup < 1)", hoverinfo="skip")
+
+
+def batch_depth_figure(d: dict) -> go.Figure:
+    """Heatmap of speedup (rows batch, columns gamma), coloured by log2(speedup) so 1 is white,
+    2x and 0.5x equally strong; the line where speculation starts to lose."""
+    title = "Batch size against depth: speedup over plain decoding"
+    if not d.get("speedup"):
+        return empty_figure(title, "no measurements yet")
+    z = [[math.log2(max(s, 1e-9)) for s in row] for row in d["speedup"]]
+    reach = max(0.25, max(abs(v) for row in z for v in row))
+    ticks = [t for t in (0.25, 0.5, 0.71, 1, 1.41, 2, 4) if abs(math.log2(t)) <= reach]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(len(d["gammas"]))), y=list(range(len(d["batches"]))), zmin=-reach, zmax=reach,
+        colorscale=[[0, VERMILLION], [0.5, "#FFFFFF"], [1, BLUISH_GREEN]],
+        text=[[f"{s:.2f}×" for s in row] for row in d["speedup"]], texttemplate="%{text}",
+        customdata=[[[b, g] for g in d["gammas"]] for b in d["batches"]],
+        colorbar=dict(title="speedup", tickvals=[math.log2(t) for t in ticks], ticktext=[f"{t:g}×" for t in ticks]),
+        hovertemplate="batch %{customdata[0]}, γ = %{customdata[1]}: %{text}<extra></extra>"))
+    fig.add_trace(_lose_line(d))
+    if d.get("disable_at_batch"):
+        fig.add_annotation(x=1, xref="paper", y=d["batches"].index(d["disable_at_batch"]), xanchor="left",
+                           text=f" switch off from b={d['disable_at_batch']}", showarrow=False)
+    fig.update_xaxes(title_text="draft tokens per step γ", tickvals=list(range(len(d["gammas"]))),
+                     ticktext=[f"γ={g}" for g in d["gammas"]])
+    fig.update_yaxes(title_text="batch size", tickvals=list(range(len(d["batches"]))),
+                     ticktext=[f"b={b}" for b in d["batches"]])
+    return style(fig, _subtitle(title, d.get("source", "")), height=520, legend=LEGEND_BELOW)
+
+
+def policies_figure(d: dict) -> go.Figure:
+    """tokens/s, alpha and wasted drafted tokens per policy, side by side."""
+    title = "Depth policies on the same prompts and seed"
+    rows = d.get("rows") or []
+    if not rows:
+        return empty_figure(title, "no runs yet")
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("tokens / s", "acceptance α", "wasted drafts"))
+    names = [r["policy"] for r in rows]
+    colors = [POLICY_COLORS.get(n, GREY) for n in names]
+    for col, key, fmt in ((1, "tokens_per_s", ".0f"), (2, "alpha", ".2f"), (3, "wasted", "d")):
+        fig.add_trace(go.Bar(x=names, y=[r[key] for r in rows], marker_color=colors, showlegend=False,
+                             text=["—" if r[key] is None else format(r[key], fmt) for r in rows],
+                             textposition="outside",
+                             customdata=[[r["target_passes"], r["drafted"], r["mean_gamma"]] for r in rows],
+                             hovertemplate="%{x}: %{y}<br>target passes %{customdata[0]}, drafted "
+                                           "%{customdata[1]}, mean γ %{customdata[2]:.2f}<extra></extra>"),
+                      row=1, col=col)
+    same = {True: "greedy outputs identical", False: "OUTPUTS DIFFER", None: "sampling"}[d.get("identical")]
+    return style(fig, _subtitle(title, f"{d.get('model', '')} · {same}"), height=500)
+
+
+def theory_figure(d: dict) -> go.Figure:
+    """Tokens per target pass and speedup over gamma: Leviathan's prediction (lines) vs measured."""
+    title = "Theory against measurement"
+    if not d.get("gammas"):
+        return empty_figure(title, "no runs yet")
+    g = d["gammas"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per target pass", "speedup over plain"))
+    line = lambda y, name, color, dash="solid", show=True: go.Scatter(
+        x=g, y=y, mode="lines", name=name, line=dict(color=color, width=3, dash=dash), showlegend=show)
+    dots = lambda y, name, color, show=True: go.Scatter(
+        x=g, y=y, mode="markers", name=name, marker=dict(color=color, size=12), showlegend=show)
+    fig.add_trace(line(d["predicted_tokens_per_pass"], "predicted (Leviathan)", BLUE), row=1, col=1)
+    fig.add_trace(dots(d["measured_tokens_per_pass"], "measured", BLACK), row=1, col=1)
+    fig.add_trace(line(d["predicted_speedup"], "predicted (Leviathan)", BLUE, show=False), row=1, col=2)
+    fig.add_trace(line(d["predicted_speedup_verify"], "predicted with measured verify time", SKY_BLUE, "dash"),
+                  row=1, col=2)
+    fig.add_trace(dots(d["measured_speedup"], "measured", BLACK, show=False), row=1, col=2)
+    best = {"predicted": (d["optimal_gamma_predicted"], d["predicted_speedup"], BLUE),
+            "measured": (d["optimal_gamma_measured"], d["measured_speedup"], BLACK)}
+    for name, (gamma, ys, color) in best.items():
+        fig.add_trace(go.Scatter(x=[gamma], y=[ys[g.index(gamma)]], mode="markers", name=f"best γ, {name}",
+                                 marker=dict(symbol="star", size=20, color=color, line=dict(color="white", width=1))),
+                      row=1, col=2)
+    fig.add_hline(y=1, line=dict(color=GREY, dash="dot"), row=1, col=2)
+    fig.update_xaxes(title_text="γ", dtick=1)
+    note = f"α = {d['alpha']:.3f}, c = {d['c']:.3f} (measured) · {d.get('model', '')}"
+    return style(fig, _subtitle(title, note), height=520, legend=LEGEND_BELOW)
+
+
+def lossless_figure(d: dict) -> go.Figure:
+    """Overlaid histograms of the most frequent outcomes: target alone vs each speculative arm."""
+    title = "Lossless: the output distribution of speculative sampling"
+    if not d.get("outcomes"):
+        return empty_figure(title, "no samples yet")
+    labels = [f"'{t}'" for t in d["outcome_texts"]] + ["(other)"]
+    fig = go.Figure(go.Bar(x=labels, y=d["target_freqs"], name="target alone", marker_color=ARM_COLORS["target"]))
+    for arm in d["arms"]:
+        fig.add_trace(go.Bar(x=labels, y=arm["freqs"], marker_color=ARM_COLORS.get(arm["variant"], BLACK),
+                             name=f"{arm['label']}: TV {arm['tv']:.3f} (noise ≤ {arm['noise_q95']:.3f}"
+                                  + (f"; theory: {arm['predicted_tv']:.3f} from p)" if arm.get("predicted_tv") is not None
+                                     else ")")))
+    if d.get("exact_p"):
+        fig.add_trace(go.Scatter(x=labels, y=d["exact_p"], mode="markers", name="exact p(x | prompt)",
+                                 marker=dict(symbol="line-ew-open", size=26, color=BLACK, line=dict(width=3, color=BLACK))))
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title_text=f"next {d['settings']['k']} token(s)")
+    fig.update_yaxes(title_text="frequency")
+    s = d["settings"]
+    note = f"N = {s['n']} per arm, T = {s['temperature']}, γ = {s['gamma']} · {d.get('model', '')}"
+    return style(fig, _subtitle(title, note), height=520, legend=LEGEND_BELOW)
+
+
+def flops_figure(d: dict) -> go.Figure:
+    """Stacked FLOPs and forward time: speculative (draft, used, wasted) against plain decoding."""
+    title = "More FLOPs, less time"
+    if not d.get("flops"):
+        return empty_figure(title, "no runs yet")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("FLOPs (GFLOP)", "forward time (ms)"))
+    runs = ["speculative", "plain"]
+    for part, label in PART_LABELS.items():
+        run = "plain" if part == "plain_decode" else "speculative"
+        for col, values, scale in ((1, d["flops"], 1e-9), (2, d["seconds"], 1e3)):
+            fig.add_trace(go.Bar(x=[run], y=[values[part] * scale], name=label, marker_color=PART_COLORS[part],
+                                 showlegend=col == 1, legendgroup=part,
+                                 hovertemplate=f"{label}: %{{y:.3f}}<extra></extra>"), row=1, col=col)
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(categoryorder="array", categoryarray=runs)
+    note = (f"{d['flops_ratio']:.2f}× the FLOPs in {d['time_ratio']:.2f}× the time · verify time split "
+            f"by FLOPs share (attributed) · {d.get('model', '')}")
+    return style(fig, _subtitle(title, note), height=520, legend=LEGEND_BELOW)
+
+
+def memory_wall_figure(d: dict) -> go.Figure:
+    """Time per pass against tokens per pass b·q: the flat memory floor, the rising compute
+    floor (when a peak is known), the time per token they imply, and this configuration."""
+    title = "The memory wall: time per forward pass"
+    bq = [2 ** i for i in range(0, 15)]
+    memory = [d["params"] * d["bytes_per_param"] / d["bytes_per_s"] * 1e3 for _ in bq]  # ms
+    compute = [2 * d["params"] * n / d["flops_per_s"] * 1e3 if d.get("flops_per_s") else 0.0 for n in bq]
+    dashed = lambda color: dict(color=color, width=3, dash="dash")
+    fig = go.Figure(go.Scatter(x=bq, y=memory, mode="lines", name="memory floor (weights read once)",
+                               line=dashed(BLUE)))
+    if d.get("flops_per_s"):
+        fig.add_trace(go.Scatter(x=bq, y=compute, mode="lines", line=dashed(VERMILLION),
+                                 name="compute floor (2 FLOPs / param / token)"))
+    per_token = [max(m, c) / n for m, c, n in zip(memory, compute, bq)]
+    fig.add_trace(go.Scatter(x=bq, y=per_token, mode="lines", line=dict(color=BLUISH_GREEN, width=3),
+                             name="time per token = pass time ÷ (b·q)"))
+    y = max(d["memory_floor_s"], d.get("compute_floor_s") or 0) * 1e3
+    fig.add_trace(go.Scatter(x=[d["batch"] * d["q"]], y=[y], mode="markers+text", marker=dict(size=16, color=BLACK),
+                             name="this configuration (pass time)", text=[f"{y:.3g} ms"],
+                             textposition="top center"))
+    ys = [v for v in memory + compute + per_token + [y] if v > 0]
+    fig.update_xaxes(type="log", title_text="tokens per pass, batch × q (log scale)",
+                     **log_ticks(min(bq), max(bq)))
+    fig.update_yaxes(type="log", title_text="time (ms, log scale)", **log_ticks(min(ys), max(ys)))
+    note = (f"{d['params'] / 1e9:.3g}B params, {d['dtype']}, {d['bytes_per_s'] / 1e12:.3g} TB/s "
+            f"({d['device']}) · intensity {d['intensity']:.3g} FLOP/byte")
+    return style(fig, _subtitle(title, note), height=500, legend=LEGEND_BELOW)
