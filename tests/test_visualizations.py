@@ -1,5 +1,6 @@
 """Figures and HTML built from a saved trace (tests/data/trace_small.json): no model runs."""
 from dataclasses import replace
+import math
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from visualizations import (batch_figure, inspector_figure, knee_figure, legend_
                             prompt_html, roofline_figure, stats_markdown, step_timeline,
                             token_stream_html)
 from visualizations.knee import floors_cross
+from visualizations.layout import log_ticks, nice_step, tick_label
 from visualizations.tokens import STYLE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,6 +35,42 @@ def by_role(fig: go.Figure, role: str) -> list:
 
 def all_pieces(trace: Trace) -> list[Piece]:
     return [p for s in trace.steps for p in s.pieces]
+
+
+def assert_clean_log_ticks(axis, decades_only: bool = False) -> list[float]:
+    """A log axis with explicit ticks at 1-2-5 (or only 1) times a power of ten, each with a
+    full-size label: no plotly minor labels ("2", "5") squeezed between decades."""
+    vals = list(axis.tickvals)
+    assert axis.type == "log" and axis.tickmode == "array" and len(vals) >= 2
+    assert len(axis.ticktext) == len(vals) and all(axis.ticktext)
+    for v in vals:
+        mantissa = v / 10 ** math.floor(math.log10(v) + 1e-9)
+        allowed = (1,) if decades_only else (1, 2, 5)
+        assert any(mantissa == pytest.approx(m) for m in allowed), v
+    return vals
+
+
+def legend_outside_plot(fig: go.Figure) -> bool:
+    """The legend sits above or below the plot area (paper y outside 0..1), not over data."""
+    legend = fig.layout.legend
+    y = legend.y if legend.y is not None else 1
+    return (y < 0 and legend.yanchor == "top") or (y > 1 and legend.yanchor == "bottom")
+
+
+# --- shared layout helpers ------------------------------------------------------------------
+
+def test_tick_labels_and_steps():
+    assert [tick_label(v) for v in (0.1, 1, 10, 100, 1e3, 1e9, 1e10, 1e11, 2e12)] == \
+        ["0.1", "1", "10", "100", "1k", "1G", "10G", "100G", "2T"]
+    wide = log_ticks(0.05, 2000)
+    assert wide["tickvals"] == [0.1, 1, 10, 100, 1000] and wide["ticktext"][0] == "0.1"
+    short = log_ticks(3.0, 40.0)  # under three decades: 1-2-5
+    assert short["tickvals"] == [5, 10, 20] and short["ticktext"] == ["5", "10", "20"]
+    assert log_ticks(0.05, 6.0)["tickvals"] == [0.05, 0.1, 0.2, 0.5, 1, 2, 5]
+    assert log_ticks(0.05, 6.0, decades_only=True)["tickvals"] == [0.1, 1]
+    assert log_ticks(5.2, 6.7) == {} and log_ticks(0, 10) == {}  # plotly's own ticks
+    assert [nice_step(n) for n in (1, 15, 16, 27, 30, 31, 75, 76, 400)] == \
+        [1, 1, 2, 2, 2, 5, 5, 10, 50]
 
 
 # --- the fixture itself -------------------------------------------------------------------
@@ -110,6 +148,19 @@ def test_timeline_one_x_per_step(trace):
     assert fig.layout.title.text
 
 
+def test_timeline_axis_starts_at_the_first_step(trace):
+    fig = step_timeline(trace)
+    first, last = trace.steps[0].index, trace.steps[-1].index
+    x = fig.layout.xaxis
+    assert x.range[0] == pytest.approx(first - 0.5) and x.range[1] == pytest.approx(last + 0.5)
+    assert x.tick0 == first and x.dtick == 1 and x.tickmode == "linear"
+    many = [replace(s, index=i) for i, s in enumerate((trace.steps * 10)[:27])]
+    x = step_timeline(many).layout.xaxis
+    assert x.range[0] == pytest.approx(-0.5) and x.tick0 == 0 and x.dtick == 2  # 14 labels
+    later = step_timeline(trace.steps[2:]).layout.xaxis  # a window that starts at step 2
+    assert later.range[0] == pytest.approx(1.5) and later.tick0 == 2
+
+
 def test_timeline_of_the_baseline(trace):
     fig = step_timeline(trace.baseline.steps)
     decode = [b for b in by_role(fig, "phase") if b.meta["phase"] == "decode"][0]
@@ -149,6 +200,26 @@ def test_roofline_roofs_and_ridges():
     assert isinstance(roofline_figure([], None), go.Figure)
 
 
+def test_roofline_legend_ticks_and_ranges(trace):
+    fig = roofline_figure(trace.forwards(), CEILINGS)
+    assert legend_outside_plot(fig)
+    xs = assert_clean_log_ticks(fig.layout.xaxis, decades_only=True)
+    ys = assert_clean_log_ticks(fig.layout.yaxis, decades_only=True)
+    assert {"0.1", "1", "10"} <= set(fig.layout.xaxis.ticktext)
+    assert {"1G", "10G", "100G"} <= set(fig.layout.yaxis.ticktext)
+    x_lo, x_hi = (10 ** v for v in fig.layout.xaxis.range)
+    y_lo, y_hi = (10 ** v for v in fig.layout.yaxis.range)
+    assert x_lo <= min(xs) and max(xs) <= x_hi and y_lo <= min(ys) and max(ys) <= y_hi
+    intensities = [f.flops / f.bytes for f in trace.forwards()]
+    ridges = [t.x[0] for t in by_role(fig, "ridge")]
+    assert x_lo <= min(intensities) / 5 and x_hi >= 5 * max(ridges + intensities)
+    for roof in by_role(fig, "roof"):  # every roof whole: both ends inside the plotted range
+        assert x_lo * 0.999 <= min(roof.x) and max(roof.x) <= x_hi * 1.001
+        assert y_lo < min(roof.y) and max(roof.y) < y_hi
+    performance = [y for t in by_role(fig, "forward") for y in t.y]
+    assert y_lo < min(performance) and max(performance) < y_hi
+
+
 # --- knee and batch sweeps ------------------------------------------------------------------
 
 def knee_rows(label: str, scale: float) -> list[dict]:
@@ -170,6 +241,9 @@ def test_knee_curves_floors_and_ratio():
     assert fig.layout.xaxis.type == "log" and "ms" in fig.layout.yaxis.title.text
     knee = 3.85e-3 * 775e12 / 16e9  # compute floor = memory floor
     assert floors_cross(knee_rows("fast", 1.0), "q") == pytest.approx(knee, rel=1e-6)
+    assert assert_clean_log_ticks(fig.layout.xaxis) == [1, 10, 100, 1000]
+    assert_clean_log_ticks(fig.layout.yaxis)
+    assert legend_outside_plot(fig)
 
 
 def test_batch_figure_and_empty():
@@ -179,6 +253,33 @@ def test_batch_figure_and_empty():
     assert list(by_role(fig, "measured")[0].x) == [1, 2, 4, 8]
     assert "batch" in fig.layout.xaxis.title.text
     assert len(knee_figure([]).data) == 0
+
+
+def test_lesson_figures_clean_ticks_and_no_notes_beside_the_plot():
+    import visualizations.lessons as lessons
+    qs = [1, 2, 4, 8, 16, 32, 64]
+    knee = lessons.knee_lesson_figure({
+        "qs": qs, "ratios": [1, 1.01, 1.03, 1.1, 1.3, 1.8, 3.0], "seconds": [1e-3] * 7,
+        "knee": {"rows": [{"bound": "memory"}] * 7}, "bend_ratio": 1.5, "bend": 32,
+        "ratio_at_5": 1.04, "model": "tiny"})
+    assert assert_clean_log_ticks(knee.layout.xaxis) == [1, 2, 5, 10, 20, 50]
+    bend = next(a for a in knee.layout.annotations if "bend: q" in a.text)
+    assert bend.yref == "paper" and bend.y < 0.5  # at the foot of its line, not on the curve
+    wall = lessons.memory_wall_figure({
+        "params": 8e9, "bytes_per_param": 2, "bytes_per_s": 4.8e12, "flops_per_s": 9.9e14,
+        "memory_floor_s": 16 / 4.8e3, "compute_floor_s": 16 / 9.9e5, "batch": 1, "q": 1,
+        "dtype": "fp16", "device": "H200", "intensity": 1.0})
+    assert assert_clean_log_ticks(wall.layout.xaxis, decades_only=True)[-1] == 10_000
+    assert assert_clean_log_ticks(wall.layout.yaxis, decades_only=True)
+    grid = lessons.batch_depth_figure({
+        "batches": [1, 2, 4], "gammas": [0, 1, 2], "speedup": [[1, 1.5, 1.8], [1, 0.9, 1.1],
+                                                               [1, 0.8, 0.7]],
+        "lose_from_batch": [None, 2, 4], "disable_at_batch": 4, "source": "test"})
+    assert not [a for a in grid.layout.annotations if a.xref == "paper" and a.x >= 1]
+    named = [t.name for t in grid.data if t.type == "scatter" and t.showlegend]
+    assert any("lose" in n for n in named) and any("switch speculation off from b=4" in n
+                                                   for n in named)
+    assert legend_outside_plot(grid)
 
 
 # --- stats ----------------------------------------------------------------------------------
@@ -191,6 +292,9 @@ def test_stats_markdown_speedup_from_fixture(trace):
     assert "138.7 tokens/s" in md and "101.9 tokens/s" in md
     assert "identical | yes" in md and "synchronis" in md
     assert md.startswith("| measure | value |")
+    footnote = md.rstrip("\n").split("\n")[-1]  # one line, normal size, in italics
+    assert footnote.startswith("*") and footnote.endswith("*") and "synchronis" in footnote
+    assert "<sub>" not in md and "<small>" not in md
 
 
 def test_stats_without_baseline_or_summary(trace):
@@ -214,6 +318,34 @@ def test_inspector_rejected_position_has_residual(trace):
     assert by_role(fig, "r")[0].y[0] == pytest.approx(0.58)
     assert by_role(fig, "threshold")[0].y[0] == pytest.approx(0.21 / 0.62, rel=1e-4)
     assert "rejected" in fig.layout.title.text and "correction" in fig.layout.title.text
+    assert list(by_role(fig, "threshold")[0].x) == ["drafted token"] == list(by_role(fig, "r")[0].x)
+
+
+def panel_notes(fig: go.Figure) -> list:
+    """Annotations other than the subplot titles (which plotly puts at paper y = 1)."""
+    return [a for a in fig.layout.annotations if not (a.yref == "paper" and a.y == 1)]
+
+
+def test_inspector_nothing_overlaps_the_subplot_titles(trace):
+    for step in trace.steps:
+        for position in range(len(step.checks)):
+            fig = inspector_figure(step, position)
+            titles = [a.text for a in fig.layout.annotations if a.yref == "paper" and a.y == 1]
+            assert titles == ["next-token probabilities", "accept iff<br>r < min(1, p/q)"]
+            top = fig.layout.yaxis.range[1]
+            drafted = next(a for a in panel_notes(fig) if a.text == "drafted")
+            assert drafted.y < top  # the arrow's point and its label stay inside the panel
+            assert fig.layout.yaxis2.range[1] <= 1.1  # no room above the bar for a note
+
+
+def test_inspector_greedy_note_inside_its_panel(trace):
+    step = trace.steps[0]
+    fig = inspector_figure(replace(step, checks=[replace(c, r=None) for c in step.checks]))
+    notes = [a for a in panel_notes(fig) if "argmax" in a.text]
+    assert len(notes) == 1 and 0 < notes[0].y < 1  # inside the panel, below its title
+    x0, x1 = fig.layout.xaxis2.domain
+    assert notes[0].xref == "paper" and x0 < notes[0].x < x1 and not notes[0].showarrow
+    assert not by_role(fig, "threshold") and not by_role(fig, "r")
 
 
 def test_inspector_accepted_position_and_token_text(trace):

@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from app.trace import Check, StepEvent
 
-from .colors import BLACK, DIST_COLORS, GREY
+from .colors import BLACK, DIST_COLORS, GREY, fate_color
 from .layout import FONT_SIZE, LEGEND_BELOW, empty_figure, fmt_prob, style
 
 TITLE = "Verification inspector"
@@ -58,21 +58,35 @@ def _distribution_bars(fig: go.Figure, check: Check, labels: list[str], rows: li
                       row=1, col=1)
 
 
+DRAFTED = "drafted token"  # the one category of the acceptance panel
+
+
 def _acceptance_panel(fig: go.Figure, check: Check) -> None:
+    """Sampling: the bar min(1, p/q) and the uniform draw r; accepted iff r falls under the bar.
+    Greedy: no draw and no bar, so the panel states the rule and the verdict, inside itself
+    (not above it, where the subplot title is)."""
+    if check.r is None:
+        verdict = ("✓ accepted" if check.accepted else "✗ rejected")
+        color = fate_color("accepted" if check.accepted else "rejected")
+        fig.add_annotation(text=("accept iff<br>the drafted<br>token is<br>argmax p<br><br>"
+                                 f'<b><span style="color:{color}">{verdict}</span></b>'),
+                           x=sum(fig.layout.xaxis2.domain) / 2, y=0.6, xref="paper",
+                           yref="paper", xanchor="center", yanchor="middle", showarrow=False,
+                           font=dict(size=FONT_SIZE - 2))
+        fig.update_xaxes(visible=False, row=1, col=2)
+        fig.update_yaxes(visible=False, row=1, col=2)
+        return
     threshold = min(1.0, check.ratio)
-    fig.add_trace(go.Bar(x=["test"], y=[threshold], name="min(1, p/q)", marker_color=GREY,
+    fig.add_trace(go.Bar(x=[DRAFTED], y=[threshold], name="min(1, p/q)", marker_color=GREY,
                          width=0.5, meta={"role": "threshold"},
                          hovertemplate="min(1, p/q) = %{y:.3f}<extra></extra>"), row=1, col=2)
-    if check.r is None:
-        fig.add_annotation(text="greedy:<br>accept iff<br>argmax", x="test", y=1.0,
-                           yanchor="bottom", showarrow=False, font=dict(size=FONT_SIZE - 2),
-                           row=1, col=2)
-        return
-    fig.add_trace(go.Scatter(x=["test"], y=[check.r], mode="markers+text", name="uniform draw r",
+    fig.add_trace(go.Scatter(x=[DRAFTED], y=[check.r], mode="markers+text", name="uniform draw r",
                              marker=dict(symbol="diamond", size=18, color=BLACK),
                              text=[f"r={check.r:.2f}"], textposition="middle right",
+                             textfont=dict(size=FONT_SIZE - 2), cliponaxis=False,
                              meta={"role": "r"}, hovertemplate="r = %{y:.3f}<extra></extra>"),
                   row=1, col=2)
+    fig.update_yaxes(range=[0, 1.05], row=1, col=2)
 
 
 def _title(step: StepEvent, position: int, check: Check, token_text) -> str:
@@ -102,16 +116,19 @@ def inspector_figure(step: StepEvent, position: int | None = None, *,
     check = step.checks[position]
     rows = _distribution_rows(check)
     labels = _unique_labels([r[0] for r in rows], step, token_text)
+    # Short subplot titles: the right one must fit over a narrow panel (the rule goes on two lines).
+    test = "greedy test" if check.r is None else "accept iff<br>r < min(1, p/q)"
     fig = make_subplots(rows=1, cols=2, column_widths=[0.8, 0.2], horizontal_spacing=0.08,
-                        subplot_titles=("next-token probabilities", "accept if r < min(1, p/q)"))
+                        subplot_titles=("next-token probabilities", test))
     _distribution_bars(fig, check, labels, rows)
     drafted = labels[[r[0] for r in rows].index(check.token_id)]
     fig.add_annotation(x=drafted, y=max(v for v in (check.p, check.q) if v is not None),
                        text="drafted", showarrow=True, arrowhead=2, ay=-40, row=1, col=1)
     _acceptance_panel(fig, check)
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="probability", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(range=[0, 1.15], row=1, col=2)
+    # Headroom above the tallest bar for the "drafted" arrow, below the subplot title.
+    top = max(v for r in rows for v in r[1:] if v is not None)
+    fig.update_yaxes(title_text="probability", range=[0, min(1.0, top) * 1.3 or 1.0], row=1, col=1)
     fig.update_xaxes(title_text="token", row=1, col=1)
     return style(fig, _title(step, position, check, token_text), height=520,
                  legend=LEGEND_BELOW)

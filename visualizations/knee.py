@@ -13,7 +13,7 @@ import math
 import plotly.graph_objects as go
 
 from .colors import BLACK, BLUE, BLUISH_GREEN, GREY, REDDISH_PURPLE, SKY_BLUE, VERMILLION
-from .layout import FONT_SIZE, LEGEND_BELOW, empty_figure, style
+from .layout import FONT_SIZE, LEGEND_BELOW, empty_figure, log_ticks, style
 
 CURVE_COLORS = (BLACK, BLUISH_GREEN, REDDISH_PURPLE, SKY_BLUE, GREY)
 MEMORY_FLOOR_COLOR, COMPUTE_FLOOR_COLOR = BLUE, VERMILLION
@@ -119,8 +119,12 @@ def _sweep_figure(rows: list[dict], x_key: str, fixed: str, title: str, x_title:
         group = sorted(group, key=lambda r: r[x_key])
         name = _curve_name(label, fixed, value, several)
         fig.add_trace(_measured_trace(group, x_key, name, CURVE_COLORS[i % len(CURVE_COLORS)]))
-    fig.update_xaxes(type="log", title_text=x_title)
-    fig.update_yaxes(type="log", title_text="time per forward pass (ms)")
+    # Labelled ticks per decade (1-2-5 over a short range), never plotly's small minor labels.
+    xs = [v for t in fig.data for v in t.x if v and v > 0]
+    ys = [v for t in fig.data for v in t.y if v and v > 0]
+    fig.update_xaxes(type="log", title_text=x_title, **log_ticks(min(xs), max(xs)))
+    fig.update_yaxes(type="log", title_text="time per forward pass (ms)",
+                     **log_ticks(min(ys), max(ys)))
     return style(fig, title, height=540, legend=LEGEND_BELOW)
 
 

@@ -44,11 +44,15 @@ def knee_lesson_figure(d: dict) -> go.Figure:
     if d.get("bend"):  # on a log axis a shape takes the data value, an annotation its log10
         fig.add_shape(type="line", x0=d["bend"], x1=d["bend"], y0=0, y1=1, yref="paper",
                       line=dict(color=VERMILLION, dash="dot", width=2))
-        fig.add_annotation(x=math.log10(d["bend"]), y=1, yref="paper", text=f"bend: q = {d['bend']}",
-                           showarrow=False, xanchor="left", yanchor="top", font=dict(color=VERMILLION))
-    if d.get("ratio_at_5") is not None:
+        # At the foot of the line (the curve is high there), on the side with room for it.
+        lo, hi = math.log10(min(d["qs"])), math.log10(max(d["qs"]))
+        right = hi > lo and (math.log10(d["bend"]) - lo) / (hi - lo) < 0.7
+        fig.add_annotation(x=math.log10(d["bend"]), y=0.02, yref="paper", text=f" bend: q = {d['bend']} ",
+                           showarrow=False, xanchor="left" if right else "right", yanchor="bottom",
+                           font=dict(color=VERMILLION))
+    if d.get("ratio_at_5") is not None:  # below the curve, clear of the threshold line above it
         fig.add_annotation(x=math.log10(5), y=d["ratio_at_5"], text=f"5 tokens: {d['ratio_at_5']:.2f}×",
-                           showarrow=True, arrowhead=2, ax=40, ay=-50, font=dict(size=FONT_SIZE))
+                           showarrow=True, arrowhead=2, ax=30, ay=50, font=dict(size=FONT_SIZE))
     fig.update_xaxes(type="log", title_text="tokens per forward pass q (log scale)",
                      **log_ticks(min(d["qs"]), max(d["qs"])))
     fig.update_yaxes(title_text="time relative to one token", rangemode="tozero")
@@ -65,7 +69,8 @@ def _lose_line(d: dict) -> go.Scatter:
         xs += [j - 0.5, j + 0.5]
         ys += [y, y]
     return go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=BLACK, width=4, shape="hv"),
-                      name="speculation starts to lose above this line (speedup < 1)", hoverinfo="skip")
+                      name="speculation starts to lose above this line (speedup < 1)", hoverinfo="skip",
+                      showlegend=True)
 
 
 def batch_depth_figure(d: dict) -> go.Figure:
@@ -85,9 +90,11 @@ def batch_depth_figure(d: dict) -> go.Figure:
         colorbar=dict(title="speedup", tickvals=[math.log2(t) for t in ticks], ticktext=[f"{t:g}×" for t in ticks]),
         hovertemplate="batch %{customdata[0]}, γ = %{customdata[1]}: %{text}<extra></extra>"))
     fig.add_trace(_lose_line(d))
-    if d.get("disable_at_batch"):
-        fig.add_annotation(x=1, xref="paper", y=d["batches"].index(d["disable_at_batch"]), xanchor="left",
-                           text=f" switch off from b={d['disable_at_batch']}", showarrow=False)
+    if d.get("disable_at_batch"):  # a line named in the legend: no note beside the colorbar
+        y = d["batches"].index(d["disable_at_batch"]) - 0.5
+        fig.add_trace(go.Scatter(x=[-0.5, len(d["gammas"]) - 0.5], y=[y, y], mode="lines", hoverinfo="skip",
+                                 line=dict(color=BLACK, width=2, dash="dash"), showlegend=True,
+                                 name=f"switch speculation off from b={d['disable_at_batch']} (no γ wins)"))
     fig.update_xaxes(title_text="draft tokens per step γ", tickvals=list(range(len(d["gammas"]))),
                      ticktext=[f"γ={g}" for g in d["gammas"]])
     fig.update_yaxes(title_text="batch size", tickvals=list(range(len(d["batches"]))),

@@ -6,12 +6,14 @@ flops / measured seconds. Points far below both roofs are overhead-bound.
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from app.trace import ForwardTiming
 
 from .colors import PHASE_SYMBOLS, ROOF_COLORS, phase_color
-from .layout import FONT_SIZE, LEGEND_INSIDE, style
+from .layout import FONT_SIZE, LEGEND_BELOW, log_range, log_ticks, style
 
 ROOF_DASH = {"measured": "solid", "datasheet": "dash"}
 PHASE_NAMES = {
@@ -34,11 +36,24 @@ def _roofs(ceilings: dict | None) -> list[tuple[str, float, float, str]]:
 
 
 def _x_range(points: list[ForwardTiming], roofs: list) -> tuple[float, float]:
-    """Intensity range covering every point and ridge, with a decade of margin."""
+    """Intensity range covering every point and ridge with at least a decade of margin each
+    side; the right end is a whole decade, so it carries a labelled tick."""
     xs = [f.flops / f.bytes for f in points] + [peak / bw for _, peak, bw, _ in roofs]
     if not xs:
         return 0.1, 1000.0
-    return min(xs) / 10, max(xs) * 10
+    return min(xs) / 10, 10.0 ** math.ceil(math.log10(max(xs) * 10) - 1e-9)
+
+
+def _y_range(points: list[ForwardTiming], roofs: list, x_lo: float) -> tuple[float, float]:
+    """Performance range showing every point and both roofs whole: from below the lowest point
+    and the roofs' left ends (x_lo x bandwidth) to above the highest peak, with room for the
+    ridge labels."""
+    ys = [f.flops / f.seconds for f in points]
+    lows = ys + [x_lo * bw for _, _, bw, _ in roofs]
+    highs = ys + [peak for _, peak, _, _ in roofs]
+    if not lows:
+        return 1e8, 1e12
+    return min(lows) / 2, max(highs) * 3
 
 
 def _roof_line(kind: str, peak: float, bw: float, source: str, x_lo: float, x_hi: float):
@@ -59,7 +74,7 @@ def _ridge_marker(kind: str, peak: float, bw: float) -> go.Scatter:
     return go.Scatter(
         x=[ridge], y=[peak], mode="markers+text", showlegend=False,
         marker=dict(size=12, color=ROOF_COLORS[kind], symbol="x"),
-        text=[f"ridge ≈ {ridge:,.1f} FLOP/B ({kind})"],
+        text=[f"ridge ≈ {ridge:,.1f} FLOP/B"],  # short: it must fit right of the ridge
         textposition="bottom right" if kind == "measured" else "top left",
         textfont=dict(size=FONT_SIZE - 2), meta={"role": "ridge", "kind": kind},
         hovertemplate=f"{kind} ridge: %{{x:.1f}} FLOP/byte<extra></extra>")
@@ -89,6 +104,7 @@ def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.
     points = [f for f in forwards if f.flops > 0 and f.bytes > 0 and f.seconds > 0]
     roofs = _roofs(ceilings)
     x_lo, x_hi = _x_range(points, roofs)
+    y_lo, y_hi = _y_range(points, roofs, x_lo)
     fig = go.Figure()
     for kind, peak, bw, source in roofs:
         fig.add_trace(_roof_line(kind, peak, bw, source, x_lo, x_hi))
@@ -100,6 +116,11 @@ def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.
                            yref="paper", showarrow=False, font=dict(size=FONT_SIZE + 2))
     device = ceilings.get("device_name") or ceilings.get("device") or "unknown device"
     dtype = f", {ceilings['dtype']}" if ceilings.get("dtype") else ""
-    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP / byte)")
-    fig.update_yaxes(type="log", title_text="performance (FLOP/s)", exponentformat="SI")
-    return style(fig, f"Roofline — {device}{dtype}", height=560, legend=LEGEND_INSIDE)
+    # Fixed ranges (the roofs span x exactly) and one labelled tick per decade: 0.1, 1, 10 FLOP/B;
+    # 1G, 10G, 100G FLOP/s. The legend goes below the plot, never over a roof.
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP / byte)",
+                     range=log_range(x_lo, x_hi), **log_ticks(x_lo, x_hi, decades_only=True))
+    fig.update_yaxes(type="log", title_text="performance (FLOP/s)", exponentformat="SI",
+                     range=log_range(y_lo, y_hi),
+                     **log_ticks(y_lo * 1.5, y_hi, decades_only=True))  # none in the corner
+    return style(fig, f"Roofline — {device}{dtype}", height=560, legend=LEGEND_BELOW)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from app.trace import Trace
 
-FOOTNOTE = ("<sub>Times are wall clock, read after synchronising the device; tokens/s counts "
-            "emitted tokens over the whole decode loop, prefill included.</sub>")
+# One normal-sized line in italics (a <sub> footnote is unreadably small on a projector).
+FOOTNOTE = ("*Times are wall clock, read after synchronising the device; tokens/s counts "
+            "emitted tokens over the whole decode loop, prefill included.*")
 
 
 def _si(x: float, unit: str) -> str:

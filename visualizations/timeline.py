@@ -7,7 +7,7 @@ from plotly.subplots import make_subplots
 from app.trace import StepEvent, Trace
 
 from .colors import BLACK, phase_color
-from .layout import empty_figure, style
+from .layout import empty_figure, nice_step, style
 
 PHASE_ORDER = ("prefill", "draft", "verify", "decode")
 PHASE_LABELS = {"prefill": "prefill", "draft": "draft passes", "verify": "verify pass",
@@ -56,9 +56,14 @@ def step_timeline(trace: Trace | list[StepEvent]) -> go.Figure:
         fig.add_trace(_phase_bar(steps, phase), secondary_y=False)
     fig.add_trace(_tokens_line(steps), secondary_y=True)
     fig.update_layout(barmode="stack", bargap=0.25)
-    fig.update_xaxes(title_text="step (one target pass each)",
-                     dtick=1 if len(steps) <= 30 else None)
-    fig.update_yaxes(title_text="time (ms)", rangemode="tozero", secondary_y=False)
+    # An integer axis that starts at the first step (no empty "-1" slot): one slot per step,
+    # labelled every 1, 2, 5, 10, ... steps so there are at most ~15 labels.
+    first, last = min(s.index for s in steps), max(s.index for s in steps)
+    fig.update_xaxes(title_text="step (one target pass each)", range=[first - 0.5, last + 0.5],
+                     tickmode="linear", tick0=first, dtick=nice_step(last - first + 1),
+                     showgrid=False, zeroline=False)
+    tallest = max(1e3 * sum(f.seconds for f in s.forwards) for s in steps)
+    fig.update_yaxes(title_text="time (ms)", range=[0, tallest * 1.08 or 1.0], secondary_y=False)
     top = max(len(s.emitted_ids) for s in steps)
     fig.update_yaxes(title_text="tokens emitted", range=[0, top + 1],
                      dtick=1 if top <= 10 else None, showgrid=False, secondary_y=True)
