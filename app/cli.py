@@ -37,6 +37,30 @@ def summary_lines(trace) -> list[str]:
     return lines
 
 
+def place_on_roofline(pair, trace) -> None:
+    """Fill flops / bytes / bound of every forward (baseline included) from this device's
+    measured ceilings (cached on disk after the first measurement), and the summary's FLOPs."""
+    from app.annotate import Annotator, ceilings
+    annotator = Annotator(pair, ceilings(pair.device, pair.dtype))
+    annotator(trace.forwards())
+    if trace.baseline is not None:
+        annotator(f for s in trace.baseline.steps for f in s.forwards)
+    trace.summary.flops = sum(f.flops for f in trace.forwards())
+
+
+def roofline_lines(trace) -> list[str]:
+    """How many passes of each model were memory-, compute- or overhead-bound (measured)."""
+    counts: dict[str, dict[str, int]] = {}
+    for f in trace.forwards():
+        if f.bound and f.phase != "prefill":
+            counts.setdefault(f.model, {}).setdefault(f.bound, 0)
+            counts[f.model][f.bound] += 1
+    parts = [f"{model}: " + ", ".join(f"{n} {bound}-bound" for bound, n in sorted(c.items()))
+             for model, c in sorted(counts.items())]
+    return [f"roofline (measured)    {'; '.join(parts)}",
+            f"FLOPs spent            {trace.summary.flops / 1e9:.2f} GFLOP"] if parts else []
+
+
 def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=int, default=4, help="draft tokens per target pass (1-16)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -70,7 +94,8 @@ def cmd_generate(args) -> int:
             sys.stdout.write(colour(step.pieces, tty))
         shown = len(trace.steps)
         sys.stdout.flush()
-    print("\n" + "\n".join(summary_lines(trace)))
+    place_on_roofline(pair, trace)
+    print("\n" + "\n".join(summary_lines(trace) + roofline_lines(trace)))
     if args.json:
         with open(args.json, "w") as f:
             f.write(trace.to_json(indent=1))

@@ -11,7 +11,8 @@ import pytest
 
 from app.hardware import Ceilings
 from app.trace import Trace
-from app.ui import annotate, handlers
+from app import annotate
+from app.ui import handlers
 from app.validation import InputError
 
 DATA = Path(__file__).parent / "data" / "trace_small.json"

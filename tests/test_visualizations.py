@@ -389,3 +389,26 @@ def test_figures_have_titles_and_large_fonts(trace):
         assert fig.layout.template.layout.paper_bgcolor in ("white", "#fff", "#ffffff")
         fig.to_json()  # serialisable for gr.Plot
     assert re.search(r"Roofline — AMD EPYC", figs[1].layout.title.text)
+
+
+# --------------------------------------------------------------------------- a real saved trace
+# tests/data/trace_embedded.json was written by the CLI on the embedded pair:
+#   python -m app generate --prompt "It is a truth universally acknowledged, that" --gamma 4
+#       --temperature 0.7 --seed 3 --max-new-tokens 48 --baseline --json tests/data/trace_embedded.json
+
+REAL = Path(__file__).parent / "data" / "trace_embedded.json"
+
+
+def test_every_figure_builds_from_a_real_saved_trace():
+    real = Trace.from_json(REAL.read_text())
+    costed = [f for f in real.forwards() if f.flops > 0 and f.bytes > 0 and f.seconds > 0]
+    assert costed and all(f.bound in ("memory", "compute", "overhead") for f in costed)
+    points = by_role(roofline_figure(real.forwards(), CEILINGS), "forward")
+    assert sum(len(t.x) for t in points) == len(costed)  # the roofline's own passes only
+    assert len(step_timeline(real).data[0].x) == len(real.steps)
+    html = token_stream_html(all_pieces(real), finished=True)
+    assert html.count('class="tok ') == len(all_pieces(real)) and 'id="stream-end"' in html
+    rejected = next(s for s in real.steps if any(not c.accepted for c in s.checks))
+    assert isinstance(inspector_figure(rejected), go.Figure)
+    speed = real.summary.tokens_per_s / real.baseline.tokens_per_s
+    assert f"{speed:.2f}" in stats_markdown(real)

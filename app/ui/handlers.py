@@ -34,7 +34,7 @@ from app import validation
 from app.engine import run, summarize
 from app.models import ModelLoadError
 from app.trace import Trace
-from app.ui import annotate
+from app import annotate
 from app.validation import InputError
 from demo_models.presets import PRESETS
 
@@ -148,6 +148,8 @@ def safe_message(exc: Exception) -> str:
     if lines and lines[0].startswith("Traceback"):  # a captured traceback: keep its last line
         lines = [line for line in lines[1:] if not line[0].isspace()][-1:]
     text = (lines or [type(exc).__name__])[0][:300]
+    # installed packages (a virtualenv may sit inside the repository): just the file name
+    text = re.sub(r"(?<![\w.])/[^\s:'\"]*/(?:site|dist)-packages/(?:[^\s:'\"]*/)?([^\s/:'\"]+)", r"\1", text)
     text = text.replace(REPO_ROOT + os.sep, "").replace(REPO_ROOT, ".")
     text = re.sub(r"(?<![\w.])(/[^\s/:'\"]+)+/([^\s/:'\"]+)", r"\2", text)
     if is_out_of_memory(exc):
