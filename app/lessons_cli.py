@@ -199,15 +199,3 @@ def run(args) -> int:
             json.dump(result.to_dict(), f, indent=1)
         print(f"wrote {args.json}", file=out)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m app.lessons_cli lesson ...`) until app/cli.py wires it."""
-    parser = argparse.ArgumentParser(prog="python -m app")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

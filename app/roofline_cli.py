@@ -211,15 +211,3 @@ def _write_json(path: str | None, data: dict) -> None:
     if path:
         Path(path).write_text(json.dumps(data, indent=1))
         print(f"wrote {path}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m app.roofline_cli roofline ...`) until app/cli.py wires it."""
-    parser = argparse.ArgumentParser(prog="speclab")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

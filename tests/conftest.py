@@ -69,3 +69,13 @@ def embedded_pair():
         pytest.fail("the embedded pair is missing from demo_models/tiny (run python -m demo_models.train)")
     from app.models import load_pair
     return load_pair(device="cpu")
+
+
+@pytest.fixture
+def one_thread():
+    """Timing tests on a 2-core machine shared with other jobs: torch's default of 2 threads
+    spins against the other load and times out of all proportion; one thread keeps runs sane."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -22,13 +22,7 @@ def tiny():
     return LlamaForCausalLM(cfg).eval()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two threads on a 2-core machine shared with other jobs time out of all proportion."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_knee_returns_exactly_the_requested_passes(tiny):
@@ -88,7 +82,7 @@ def test_bend_ratio_documented_value():
 
 def test_cli_knee_on_a_local_model_directory(tiny, tmp_path, monkeypatch, capsys):
     from app import hardware
-    from app.roofline_cli import main
+    from app.cli import main
     monkeypatch.setenv("SPECLAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setitem(hardware.SIZES, "cpu", (1 << 20, 64, 0.02))
     tiny.save_pretrained(tmp_path / "model")

@@ -29,13 +29,7 @@ CEIL = Ceilings("cpu", "test", "float32", measured_flops_per_s=5e10, measured_by
 PROMPTS = ("It is a truth", "ROMEO: But soft")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Timing on a 2-core machine shared with other jobs: one thread keeps runs sane."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def roundtrip(result) -> dict:
@@ -334,7 +328,7 @@ def test_memory_wall_rejects_bad_input():
 # --------------------------------------------------------------------------- CLI
 
 def cli(argv, capsys):
-    from app.lessons_cli import main
+    from app.cli import main
     code = main(argv)
     out = capsys.readouterr()
     return code, out.out, out.err

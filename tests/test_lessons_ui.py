@@ -10,12 +10,7 @@ from app.ui.lessons import (LATEX, build_lesson_tabs, memory_wall_kwargs, parse_
                             parse_prompts, run_lesson)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -88,7 +88,7 @@ def tiny_sizes(tmp_path, monkeypatch):
 def test_cli_roofline_prints_and_writes_ceilings(tiny_sizes, tmp_path, capsys):
     import json
 
-    from app.roofline_cli import main
+    from app.cli import main
     out = tmp_path / "r.json"
     assert main(["roofline", "--device", "cpu", "--json", str(out)]) == 0
     text = capsys.readouterr().out
@@ -101,7 +101,7 @@ def test_cli_roofline_prints_and_writes_ceilings(tiny_sizes, tmp_path, capsys):
 @pytest.mark.parametrize("argv", [["roofline", "--device", "tpu"], ["roofline", "--dtype", "int3"],
                                   ["knee", "--model", "no-such-model", "--device", "cpu"]])
 def test_cli_errors_are_one_line_without_traceback(tiny_sizes, argv, capsys):
-    from app.roofline_cli import main
+    from app.cli import main
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and not any("Traceback" in line for line in err)
