@@ -69,7 +69,10 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--drafter", default="model", help="model | ngram")
-    p.add_argument("--target", default=None, help="model directory or hub id (default: embedded)")
+    p.add_argument("--target", default=None,
+                   help="model directory, hub id, or gguf:smollm2-135m-instruct (default: embedded)")
+    p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                   help="send the prompt through the chat template (default: on for gguf:, else off)")
     p.add_argument("--draft", default=None, help="model directory or hub id (default: embedded)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     p.add_argument("--dtype", default="auto", help="auto | float32 | float16 | bfloat16")
@@ -84,11 +87,16 @@ def cmd_generate(args) -> int:
     settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
                                    top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
                                    drafter=args.drafter)
-    pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
-                     ngram=args.drafter == "ngram")
-    ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens)
+    if (args.target or "").startswith("gguf:"):
+        from app.gguf import load_gguf_pair
+        pair = load_gguf_pair(args.device, args.dtype, progress=lambda m: print(m, file=sys.stderr))
+    else:
+        pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
+                         ngram=args.drafter == "ngram")
+    chat = args.chat if args.chat is not None else pair.target_id.startswith("gguf:")
+    ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens, chat)
     tty, shown = sys.stdout.isatty(), 0
-    sys.stdout.write(args.prompt)
+    sys.stdout.write(args.prompt + ("\n" if chat else ""))
     for trace in run(pair, ids, args.prompt, settings, baseline=args.baseline):
         for step in trace.steps[shown:]:
             sys.stdout.write(colour(step.pieces, tty))
@@ -132,15 +140,21 @@ def main(argv=None) -> int:
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    import torch
+
+    from app.engine import NonFiniteLogits
     from app.models import ModelLoadError
     from app.validation import InputError
     if getattr(args, "threads", None):
-        import torch
         torch.set_num_threads(max(1, args.threads))
     try:
         return args.func(args)
-    except (InputError, ModelLoadError) as exc:
+    except (InputError, ModelLoadError, NonFiniteLogits) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except torch.OutOfMemoryError as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(f"error: out of memory: try a smaller pair, fewer new tokens or the CPU ({first})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

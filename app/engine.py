@@ -60,10 +60,10 @@ class DecodeSettings:
 
 
 def make_drafter(pair: ModelPair, kind: str):
-    if kind == "model":
-        if pair.draft is None:
-            raise ValueError("this pair has no draft model: use the n-gram drafter")
+    if kind == "model" and pair.draft is not None:
         return ModelDrafter(pair.draft, pair.device)
+    if kind == "model":  # a pair without a draft model (the GGUF flagship) drafts by lookup
+        kind = "ngram"
     if kind == "ngram":
         return NgramDrafter(pair.vocab)
     if kind == "none":

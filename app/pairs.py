@@ -18,13 +18,16 @@ def get_pair(preset: str, device: str = "auto", dtype: str = "auto", ngram: bool
     if preset not in PRESETS:
         raise ModelLoadError(f"unknown model pair {preset!r}: choose one of {', '.join(PRESETS)}")
     p = PRESETS[preset]
-    key = (preset, device, dtype, ngram and p.kind != "shape")
+    key = (preset, device, dtype, p.kind == "gguf" or (ngram and p.kind != "shape"))
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
         if p.kind == "shape":
             pair = load_shape_pair(p.target, p.draft, device=device, dtype=dtype)
+        elif p.kind == "gguf":  # packaged GGUF target, no draft model: n-gram drafting only
+            from app.gguf import load_gguf_pair
+            pair = load_gguf_pair(device=device, dtype=dtype)
         else:
             pair = load_pair(p.target, None if key[3] else p.draft, device=device, dtype=dtype, ngram=key[3])
         _cache[key] = pair

@@ -80,11 +80,16 @@ def device(name, choices) -> str:
     raise InputError(f"device {name!r} is not available here: choose one of {', '.join(choices)}")
 
 
-def prompt_ids(tokenizer, prompt, context: int, max_new_tokens: int) -> list[int]:
+def prompt_ids(tokenizer, prompt, context: int, max_new_tokens: int, chat: bool = False) -> list[int]:
     """Tokenise the prompt; it must be non-empty, at most MAX_PROMPT_CHARS characters, and leave
-    room for max_new_tokens (plus the gamma + 1 positions of a verify pass) in the context."""
+    room for max_new_tokens (plus the gamma + 1 positions of a verify pass) in the context.
+    chat=True sends it as one user message through the tokenizer's chat template with the
+    assistant turn opened (ignored when the tokenizer has no template: plain continuation)."""
     prompt_text(prompt)
-    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if chat and getattr(tokenizer, "chat_template", None):
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                               add_generation_prompt=True)
+    ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"])
     limit = context - max_new_tokens - MAX_GAMMA - 1
     if len(ids) > limit:
         raise InputError(f"the prompt is {len(ids)} tokens; with max_new_tokens={max_new_tokens} "

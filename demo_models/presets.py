@@ -23,12 +23,15 @@ class PairPreset:
     draft: str
     target_shape: str  # config in demo_models/shapes/, or a local model directory
     draft_shape: str
-    kind: str          # "embedded" | "hub" | "shape"
+    kind: str          # "embedded" | "hub" | "shape" | "gguf" (a packaged GGUF target, n-gram drafts)
     note: str = ""
 
     @cached_property
     def params(self) -> tuple[int, int]:
-        """(target, draft) parameter counts from the architectures' configs."""
+        """(target, draft) parameter counts from the architectures' configs; a "gguf" preset
+        has no draft model (prompt-lookup drafts), so its draft count is 0."""
+        if self.kind == "gguf":
+            return _params(self.target_shape), 0
         return _params(self.target_shape), _params(self.draft_shape)
 
     def weights_gb(self, bytes_per_param: int = 2) -> float:
@@ -39,9 +42,23 @@ class PairPreset:
         return self.kind == "hub"
 
     @property
+    def installed(self) -> bool:
+        """A "gguf" preset's package is installed (every other kind: always True)."""
+        if self.kind != "gguf":
+            return True
+        from app.gguf import find_smollm2_gguf, missing_dependencies
+        return find_smollm2_gguf() is not None and not missing_dependencies()
+
+    @property
     def label(self) -> str:
         if self.kind == "shape":
             return f"{self.name} (shape-only: random weights, meaningless text)"
+        if self.kind == "gguf":
+            from app.gguf import INSTALL_LINE
+            quant = "4-bit-quantised weights, dequantised"
+            if not self.installed:
+                return f"{self.name} ({quant}; not installed: {INSTALL_LINE})"
+            return f"{self.name} (offline, {self.params[0] / 1e6:.1f}M parameters, {quant}; n-gram drafts)"
         if self.kind == "hub":
             return f"{self.name} (needs a download, ~{self.weights_gb():.1f} GB in bf16)"
         return f"{self.name} (offline, {self.params[0] / 1e6:.1f}M + {self.params[1] / 1e6:.2f}M parameters)"
@@ -74,6 +91,9 @@ PRESETS: dict[str, PairPreset] = {p.name: p for p in [
                "llama-3.1-8b", "llama-3.2-1b", "shape", "random weights: timing only"),
     PairPreset("qwen2.5-7b / 0.5b (shape-only)", "qwen2.5-7b", "qwen2.5-0.5b",
                "qwen2.5-7b", "qwen2.5-0.5b", "shape", "random weights: timing only"),
+    PairPreset("smollm2-135m q4 / n-gram", "gguf:smollm2-135m-instruct", "ngram",
+               "smollm2-135m", "smollm2-135m", "gguf",
+               "4-bit-quantised weights (Q4_1 GGUF), dequantised; drafts by prompt lookup"),
 ]}
 
 DEFAULT = "embedded"

@@ -107,3 +107,16 @@ def test_pair_too_big_for_free_memory_is_refused_before_loading(capsys, tiny_dir
     monkeypatch.setattr(app.hardware, "free_memory_bytes", lambda device: 1000)
     code, _, err = cli(capsys, "generate", "--prompt", "x", "--target", tiny_dirs[0], "--draft", tiny_dirs[1])
     assert code == 2 and "GB of weights in float32" in err and "GB free" in err
+
+
+def test_nan_logits_are_one_line_in_the_cli(capsys, tiny_dirs, monkeypatch):
+    import app.engine
+    real = app.engine.timed_forward
+
+    def poisoned(model, ids, cache, device, **kw):
+        logits, timing = real(model, ids, cache, device, **kw)
+        return (logits * float("nan") if kw.get("phase") == "verify" else logits), timing
+
+    monkeypatch.setattr(app.engine, "timed_forward", poisoned)
+    code, _, err = cli(capsys, "generate", "--prompt", "It is", "--target", tiny_dirs[0], "--draft", tiny_dirs[1])
+    assert code == 2 and "NaN or inf logits" in err and err.count("\n") == 1

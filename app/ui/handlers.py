@@ -423,9 +423,12 @@ def in_background(iterator: Iterator, min_interval: float = 0.0):
 
 def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple[object, list[int], object]:
     """Load the pair, tokenise the prompt, measure the ceilings: (pair, prompt ids, ceilings)."""
-    progress(0.05, desc=f"loading model pair {req.preset}")
+    gguf = PRESETS[req.preset].kind == "gguf"
+    progress(0.05, desc=f"loading model pair {req.preset}"
+             + (" (the first load dequantises the 4-bit GGUF: ~40 s, once)" if gguf else ""))
     pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
-    ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens)
+    # the instruction-tuned target answers a user turn; the others continue the text
+    ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, gguf)
     if not annotate.known(pair.device, pair.dtype):
         progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
     ceilings = annotate.ceilings(pair.device, pair.dtype,

@@ -69,8 +69,8 @@ def run_lesson(name: str, get_pair, kwargs: dict, progress=None) -> Shown:
         else:
             result = lesson.function(**kwargs)
     except (ValueError, OSError, RuntimeError) as exc:  # LessonError, InputError, ModelLoadError, ...
-        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise gr.Error(message) from exc
+        from app.ui.handlers import safe_message, user_error
+        raise user_error(safe_message(exc)) from None  # one line, no paths, HTML escaped
     data = result.to_dict()
     return Shown(lesson.figure(data), result_markdown(result), data, result.headline())
 

