@@ -32,6 +32,8 @@ import torch
 from app.hardware import synchronize
 from app.models import crop_cache, forward, new_cache
 
+from app import validation
+from app.validation import MAX_BATCH
 from app.lessons.common import (Progress, check_float, check_int, check_ints, measure_alpha,
                                 need_draft, pair_label, part, report, require)
 
@@ -153,7 +155,7 @@ def batch_vs_depth(pair, *, batches=DEFAULT_BATCHES, gammas=DEFAULT_GAMMAS, alph
                    temperature: float = 0.0, progress: Progress | None = None) -> BatchDepthResult:
     """The heatmap of speedup over (batch, gamma); alpha None = measured on the pair."""
     need_draft(pair)
-    batches = check_ints("batch sizes", batches, 1, 4096)
+    batches = tuple(sorted({validation.batch(b) for b in check_ints("batch sizes", batches, 1, MAX_BATCH)}))
     gammas = tuple(sorted({0, *check_ints("gammas", gammas, 0, 32)}))
     kv_len, repeats = check_int("kv_len", kv_len, 0, 1 << 20), check_int("repeats", repeats, 1, 100)
     steps, seed = check_int("steps", steps, 1, 100_000), check_int("seed", seed, 0, 2**32 - 1)

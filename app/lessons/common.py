@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from app.validation import InputError  # one error type for all user input
+
 Progress = Callable[[float, str], None]
 
 PROMPTS = (
@@ -26,8 +28,8 @@ PROMPTS = (
 )
 
 
-class LessonError(ValueError):
-    """Bad input to a lesson; the message is one line, safe to show as-is."""
+class LessonError(InputError):
+    """Bad input to a lesson (an InputError: one line, safe to show as-is)."""
 
 
 def report(progress: Progress | None) -> Progress:
