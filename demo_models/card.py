@@ -7,7 +7,6 @@ those commands produced.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from demo_models import HERE, TINY_DIR
 

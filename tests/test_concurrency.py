@@ -9,7 +9,6 @@ the server's memory (VmRSS) within RSS_BOUND_MB and no decode thread or cancel f
 Bounded: every wait has a timeout; the module takes ~30 s on 2 CPU cores.
 """
 import gc
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,32 +19,14 @@ from gradio_client import Client
 from gradio_client.utils import Status
 
 from app import annotate
-from app.hardware import Ceilings
 from app.ui import QUEUE_MAX, handlers
+from tests.support import STREAM, TEXT, SUMMARY, FAKE_CEILINGS, free_port, wait_until
 
 N = 20
 RSS_BOUND_MB = 64  # growth allowed over a second wave of N sessions (measured: see the report)
 END = 'id="stream-end"'
-STREAM, STATUS, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, STEP, JSON_FILE, CSV_FILE = range(10)
 ARGS = ("It is a truth universally acknowledged", "embedded", "model", 3, "fixed", 0.0, 1.0, 0, 0,
         6, "cpu", False, False)
-FAKE_CEILINGS = Ceilings(device="cpu", device_name="test CPU", dtype="float32",
-                         measured_flops_per_s=1e11, measured_bytes_per_s=2e10)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate, timeout: float, every: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return predicate()
 
 
 def rss_mb() -> float:

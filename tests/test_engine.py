@@ -7,7 +7,6 @@ import torch
 
 from app.engine import DecodeSettings, autoregressive_generate, run, speculative_generate
 from app.models import cache_len, new_cache, forward
-from app.drafters import ModelDrafter
 
 PROMPTS = ["It is a truth", "ROMEO: But soft", "a single man in possession of"]
 

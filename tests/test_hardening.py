@@ -10,7 +10,6 @@ roofline measurement). Every wait is bounded.
 import gc
 import http.client
 import json
-import socket
 import threading
 import time
 import urllib.request
@@ -25,16 +24,13 @@ from gradio_client import Client
 
 from app import annotate, validation
 from app.engine import NonFiniteLogits, speculative_generate
-from app.hardware import Ceilings
 from app.models import ModelLoadError
 from app.ui import handlers
 from app.validation import InputError
+from tests.support import STREAM, SUMMARY, FAKE_CEILINGS, free_port, wait_until
 
 END = 'id="stream-end"'
 PROMPT = "It is a truth universally acknowledged"
-STREAM, STATUS, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, STEP, JSON_FILE, CSV_FILE = range(10)
-FAKE_CEILINGS = Ceilings(device="cpu", device_name="test CPU", dtype="float32",
-                         measured_flops_per_s=1e11, measured_bytes_per_s=2e10)
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 only
 
 
@@ -42,21 +38,6 @@ def args(prompt=PROMPT, preset="embedded", gamma=4, temperature=0.0, top_p=1.0, 
          max_new_tokens=8, device="cpu", baseline=False, drafter="model"):
     return (prompt, preset, drafter, gamma, "fixed", temperature, top_p, top_k, seed,
             max_new_tokens, device, False, baseline)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate, timeout: float, every: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return predicate()
 
 
 def decode_threads() -> list[threading.Thread]:

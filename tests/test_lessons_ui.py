@@ -1,7 +1,6 @@
 """The lesson tabs without a browser: the layout, LaTeX delimiters, handlers called directly,
 and bad input turned into gr.Error."""
 import pytest
-import torch
 
 gr = pytest.importorskip("gradio")
 

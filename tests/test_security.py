@@ -5,7 +5,6 @@ The server is launched in-process on a free port of 127.0.0.1; all traffic stays
 """
 import html
 import json
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,28 +16,19 @@ import torch
 from gradio_client import Client
 
 from app import annotate
-from app.hardware import Ceilings
 from app.ui import handlers
+from tests.support import STREAM, TEXT, JSON_FILE, FAKE_CEILINGS, free_port
 
 END = 'id="stream-end"'
-STREAM, STATUS, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, STEP, JSON_FILE, CSV_FILE = range(10)
 XSS = '<script>alert(1)</script> <img src=x onerror=alert(1)> "double" \'single\' & more'
 ESCAPED = ("&lt;script&gt;alert(1)&lt;/script&gt;", "&lt;img src=x onerror=alert(1)&gt;",
            "&quot;double&quot;", "&#x27;single&#x27;", "&amp; more")
 RAW = ("<script", "</script", "<img", "<b>", "<a ", '"double"', "'single'")
-FAKE_CEILINGS = Ceilings(device="cpu", device_name="test CPU", dtype="float32",
-                         measured_flops_per_s=1e11, measured_bytes_per_s=2e10)
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 only
 
 
 def args(prompt="It is a truth", preset="embedded", max_new_tokens=8, gamma=3):
     return (prompt, preset, "model", gamma, "fixed", 0.0, 1.0, 0, 0, max_new_tokens, "cpu", False, False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def assert_no_raw_html(stream: str) -> None:

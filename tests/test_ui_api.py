@@ -2,22 +2,15 @@
 (one per session: importing gradio is slow) on a free port of 127.0.0.1, serving the tiny
 random pair of conftest so that the CLI can decode exactly the same thing."""
 import json
-import socket
 import time
 
 import pytest
 from gradio_client import Client
+from tests.support import STREAM, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, JSON_FILE, CSV_FILE, free_port
 
 END = 'id="stream-end"'
 PROMPT = "It is a truth universally acknowledged"
 # outputs of /decode, in app.ui.handlers.View order (gr.State is not part of the API)
-STREAM, STATUS, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, STEP, JSON_FILE, CSV_FILE = range(10)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def decode_args(prompt=PROMPT, gamma=4, max_new_tokens=24, baseline=False, temperature=0.0):

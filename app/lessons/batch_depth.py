@@ -76,7 +76,7 @@ class BatchDepthResult:
         head = "batch " + "".join(f"  γ={g:<4d}" for g in self.gammas) + "  best γ"
         rows = [f"{b:5d} " + "".join(f"  {s:6.2f}" for s in row) + f"  {bg:6d}"
                 for b, row, bg in zip(self.batches, self.speedup, self.best_gamma)]
-        return [self.source, f"speedup over plain decoding (γ = 0):", head, *rows,
+        return [self.source, "speedup over plain decoding (γ = 0):", head, *rows,
                 self.headline().replace("**", "")]
 
     def to_dict(self) -> dict:

@@ -1,0 +1,29 @@
+"""Helpers shared by the tests that launch the app on loopback (not a test module)."""
+import socket
+import time
+
+from app.hardware import Ceilings
+
+# positions of the decode endpoint's outputs (app.ui.handlers.View)
+STREAM, STATUS, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, STEP, JSON_FILE, CSV_FILE = range(10)
+
+# fixed ceilings, so no test waits for the microbenchmarks
+FAKE_CEILINGS = Ceilings(device="cpu", device_name="test CPU", dtype="float32",
+                         measured_flops_per_s=1e11, measured_bytes_per_s=2e10)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (servers in tests listen on loopback only)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout: float, every: float = 0.02) -> bool:
+    """Poll predicate() until it is true or `timeout` seconds pass; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return predicate()
