@@ -45,6 +45,13 @@ class Annotator:
                         for name, model in (("target", pair.target), ("draft", pair.draft))
                         if model is not None}
 
+    def trace(self, trace) -> None:
+        """Annotate every forward of a Trace (baseline included) and, once the run has a
+        summary, its FLOPs (the engine sums them before the forwards are costed)."""
+        self(trace.all_forwards())
+        if trace.summary is not None:
+            trace.summary.flops = sum(f.flops for f in trace.forwards())
+
     def __call__(self, forwards: Iterable[ForwardTiming]) -> None:
         for f in forwards:
             config = self.configs.get(f.model)

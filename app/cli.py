@@ -41,11 +41,7 @@ def place_on_roofline(pair, trace) -> None:
     """Fill flops / bytes / bound of every forward (baseline included) from this device's
     measured ceilings (cached on disk after the first measurement), and the summary's FLOPs."""
     from app.annotate import Annotator, ceilings
-    annotator = Annotator(pair, ceilings(pair.device, pair.dtype))
-    annotator(trace.forwards())
-    if trace.baseline is not None:
-        annotator(f for s in trace.baseline.steps for f in s.forwards)
-    trace.summary.flops = sum(f.flops for f in trace.forwards())
+    Annotator(pair, ceilings(pair.device, pair.dtype)).trace(trace)
 
 
 def roofline_lines(trace) -> list[str]:

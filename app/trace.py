@@ -144,6 +144,11 @@ class Trace:
     def forwards(self) -> list[ForwardTiming]:
         return [f for s in self.steps for f in s.forwards]
 
+    def all_forwards(self) -> list[ForwardTiming]:
+        """The speculative run's forwards, then the baseline's (if one was run)."""
+        baseline = [f for s in self.baseline.steps for f in s.forwards] if self.baseline else []
+        return self.forwards() + baseline
+
     def to_json(self, **kw) -> str:
         return json.dumps(asdict(self), **kw)
 

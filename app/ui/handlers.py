@@ -212,11 +212,6 @@ def live_trace(trace: Trace, seconds: float) -> Trace:
     return replace(trace, summary=summarize(trace.steps, seconds))
 
 
-def all_forwards(trace: Trace) -> list:
-    baseline = [f for s in trace.baseline.steps for f in s.forwards] if trace.baseline else []
-    return trace.forwards() + baseline
-
-
 def csv_rows(trace: Trace) -> list[dict]:
     """One row per forward pass (speculative run, then baseline) with CSV_FIELDS."""
     runs = [("speculative", trace.steps)] + ([("baseline", trace.baseline.steps)] if trace.baseline else [])
@@ -364,12 +359,10 @@ class _Run:
 
     def _with_charts(self, view: View, trace: Trace) -> View:
         began = time.perf_counter()
-        self.annotate(all_forwards(trace))
-        if trace.summary is not None:  # the engine summed flops before they were all known
-            trace.summary.flops = sum(f.flops for f in trace.forwards())
+        self.annotate.trace(trace)
         view = view._replace(
             timeline=viz.step_timeline(trace),
-            roofline=viz.roofline_figure(all_forwards(trace), self.ceilings.to_dict()),
+            roofline=viz.roofline_figure(trace.all_forwards(), self.ceilings.to_dict()),
             stats=viz.stats_markdown(live_trace(trace, began - self.start)))
         cost = time.perf_counter() - began
         self.next_charts = time.perf_counter() + max(CHART_EVERY_S, CHART_COST_X * cost)
