@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
 from app.costmodel import forward_cost
-from app.hardware import Ceilings, dtype_name, parse_dtype, synchronize
+from app.hardware import Ceilings, dtype_name, parse_dtype
 from app.roofline import classify
 
 BEND_RATIO = 1.5
@@ -116,28 +115,36 @@ def measure_knee(model, config, *, device: str, dtype, ceilings: Ceilings,
     return result
 
 
-@torch.inference_mode()
 def time_forward(model, *, device: str, batch: int, q: int, kv_len: int, repeats: int = 5,
                  seed: int = 0) -> float:
     """Median seconds of one forward of (batch, q) random tokens over a kv_len-token cache."""
+    return time_passes(model, device=device, batch=batch, qs=[q], kv_len=kv_len,
+                       repeats=repeats, seed=seed)[0]
+
+
+@torch.inference_mode()
+def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, repeats: int = 5,
+                seed: int = 0) -> list[float]:
+    """Median seconds of one forward of (batch, q) random tokens over a kv_len-token cache, for
+    each q. One prefill serves every q; the q values are interleaved round by round (after one
+    warm-up round), so drifting background load hits them alike. The cache is cropped back to
+    kv_len after every timed pass (timed with device synchronisation by app.timing)."""
     from app.models import crop_cache, forward, new_cache  # the one home of the cache API
+    from app.timing import timed_forward
 
     gen = torch.Generator().manual_seed(seed)
     vocab = model.config.get_text_config().vocab_size
-    prefix = torch.randint(0, vocab, (batch, kv_len), generator=gen).to(device)  # (batch, kv_len)
-    new = torch.randint(0, vocab, (batch, q), generator=gen).to(device)  # (batch, q)
     cache = new_cache()
     if kv_len:
-        forward(model, prefix, cache)  # cache now holds kv_len positions
-    times = []
-    for _ in range(repeats + 1):  # the first pass is a warm-up
-        synchronize(device)
-        start = time.perf_counter()
-        forward(model, new, cache)  # logits: (batch, q, vocab); cache: kv_len + q
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-        crop_cache(cache, kv_len)  # cache.crop(-q): back to kv_len positions
-    return statistics.median(times[1:])
+        forward(model, torch.randint(0, vocab, (batch, kv_len), generator=gen).to(device), cache)
+    new = {q: torch.randint(0, vocab, (batch, q), generator=gen).to(device) for q in qs}  # (batch, q)
+    times: dict[int, list[float]] = {q: [] for q in qs}
+    for _ in range(repeats + 1):  # the first round is a warm-up
+        for q in qs:
+            timing = timed_forward(model, new[q], cache, device, model_name="model", phase="knee")[1]
+            times[q].append(timing.seconds)  # cache: kv_len + q positions
+            crop_cache(cache, kv_len)
+    return [statistics.median(times[q][1:]) for q in qs]
 
 
 def max_positions(config) -> int:

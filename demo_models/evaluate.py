@@ -24,9 +24,8 @@ from pathlib import Path
 import torch
 
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
-from app.models import forward, load_pair, new_cache
+from app.models import load_pair
 from app.speculative import logits_to_probs
-from app.timing import timed_forward
 from demo_models import TINY_DIR
 from demo_models.train import SEQ_LEN, encode_split
 
@@ -82,16 +81,9 @@ def own_samples(pair, prompts: list[list[int]], temperature: float, n_tokens: in
 
 def cost_ratio(pair, repeats: int = 20) -> dict:
     """Median single-token forward time of each model over a 64-token cache."""
-    times = {}
-    for name, model in (("target", pair.target), ("draft", pair.draft)):
-        cache = new_cache()
-        forward(model, torch.randint(0, 100, (1, 64)), cache)
-        samples = []
-        for _ in range(repeats):
-            samples.append(timed_forward(model, torch.tensor([[5]]), cache, pair.device,
-                                         model_name=name, phase="decode")[1].seconds)
-            cache.crop(-1)
-        times[name] = statistics.median(samples)
+    from app.knee import time_forward
+    times = {name: time_forward(model, device=pair.device, batch=1, q=1, kv_len=64, repeats=repeats)
+             for name, model in (("target", pair.target), ("draft", pair.draft))}
     return {"t_target_ms": round(times["target"] * 1e3, 3), "t_draft_ms": round(times["draft"] * 1e3, 3),
             "c": round(times["draft"] / times["target"], 3)}
 

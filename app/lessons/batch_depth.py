@@ -8,8 +8,8 @@ above a batch-size threshold.
 
 Method (measured times, simulated acceptance):
   * MEASURED: t_target(b, q = gamma + 1) and t_draft(b, 1), one device-synchronised forward over
-    a kv_len-token cache (median of `repeats`; `time_row`: the method of app.knee.time_forward
-    with one prefill per batch size and the q values interleaved).
+    a kv_len-token cache (median of `repeats`, by `app.knee.time_passes`: one prefill per
+    batch size, the q values interleaved).
   * SIMULATED: each sequence's accepted count per step, i.i.d. over positions with probability
     alpha (Leviathan et al. 2023): n = min(gamma, G - 1), G ~ Geometric(1 - alpha); a seeded
     Monte Carlo over `steps` steps. The same draws G serve every gamma of one batch size
@@ -22,15 +22,11 @@ Simplifications, said on screen: every sequence has the same context length; the
 """
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
 
-from app.hardware import synchronize
-from app.models import crop_cache, forward, new_cache
+from app.knee import time_passes
 
 from app import validation
 from app.validation import MAX_BATCH
@@ -113,38 +109,15 @@ def thresholds(batches, gammas, speedup) -> tuple[list[int | None], int | None]:
     return lose, disable
 
 
-@torch.inference_mode()
-def time_row(model, device: str, batch: int, qs: list[int], kv_len: int, repeats: int,
-             seed: int = 0) -> list[float]:
-    """Median seconds of one forward of (batch, q) random tokens over a kv_len-token cache, for
-    each q. Like app.knee.time_forward, but one prefill serves the whole row and the q values
-    are interleaved round by round (one warm-up round), so drifting background load hits every
-    gamma of a batch size alike."""
-    gen = torch.Generator().manual_seed(seed)
-    vocab = model.config.get_text_config().vocab_size
-    cache = new_cache()
-    if kv_len:
-        forward(model, torch.randint(0, vocab, (batch, kv_len), generator=gen).to(device), cache)
-    new = {q: torch.randint(0, vocab, (batch, q), generator=gen).to(device) for q in qs}  # (batch, q)
-    times: dict[int, list[float]] = {q: [] for q in qs}
-    for _ in range(repeats + 1):
-        for q in qs:
-            synchronize(device)
-            start = time.perf_counter()
-            forward(model, new[q], cache)  # logits (batch, q, vocab); cache kv_len + q
-            synchronize(device)
-            times[q].append(time.perf_counter() - start)
-            crop_cache(cache, kv_len)
-    return [statistics.median(times[q][1:]) for q in qs]
-
-
 def measure_times(pair, batches, gammas, kv_len, repeats, progress=None):
     """(t_target [b][gamma] at q = gamma + 1, t_draft [b] at q = 1), batch by batch."""
     t_target, t_draft = [], []
     for i, b in enumerate(batches):
         report(progress)(i / len(batches), f"timing the target at batch {b}")
-        t_target.append(time_row(pair.target, pair.device, b, [g + 1 for g in gammas], kv_len, repeats))
-        t_draft.append(time_row(pair.draft, pair.device, b, [1], kv_len, repeats)[0])
+        t_target.append(time_passes(pair.target, device=pair.device, batch=b, qs=[g + 1 for g in gammas],
+                                    kv_len=kv_len, repeats=repeats))
+        t_draft.append(time_passes(pair.draft, device=pair.device, batch=b, qs=[1], kv_len=kv_len,
+                                   repeats=repeats)[0])
         report(progress)((i + 1) / len(batches), f"b={b}: target q=1 {t_target[-1][0] * 1e3:.1f} ms, "
                                                   f"draft {t_draft[-1] * 1e3:.2f} ms")
     return t_target, t_draft
