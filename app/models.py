@@ -25,7 +25,6 @@ from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
 EMBEDDED_HINT = ("the embedded pair works offline: leave --target/--draft unset "
                  "(or choose 'embedded' in the app)")
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 class ModelLoadError(ValueError):
@@ -97,9 +96,11 @@ def resolve_device(device: str = "auto") -> str:
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     """'auto' -> float32 on CPU, bfloat16 on CUDA (float16 if unsupported), float16 on MPS."""
     if dtype != "auto":
-        if dtype not in DTYPES:
-            raise ModelLoadError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")
-        return DTYPES[dtype]
+        from app.hardware import parse_dtype
+        try:
+            return parse_dtype(dtype)
+        except ValueError as exc:
+            raise ModelLoadError(f"{exc} (or auto)") from None
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float16 if device == "mps" else torch.float32
