@@ -218,7 +218,7 @@ def run(pair: ModelPair, prompt_ids: list[int], prompt: str, settings: DecodeSet
     start = time.perf_counter()
     for event in speculative_generate(pair, prompt_ids, settings, cancel=cancel, policy=policy):
         trace.steps.append(event)
-        trace.output_ids = [t for s in trace.steps for t in s.emitted_ids]
+        trace.output_ids += event.emitted_ids
         yield trace
     trace.summary = summarize(trace.steps, time.perf_counter() - start)
     trace.output_text = pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True)
