@@ -77,12 +77,6 @@ class ShapeTokenizer:
             run = []
         return "".join(out) + self.base.decode(run)
 
-    def get_vocab(self):
-        return {f"<{i}>": i for i in range(self.vocab_size)}
-
-    def __len__(self):
-        return self.vocab_size
-
 
 def resolve_device(device: str = "auto") -> str:
     """'auto' -> cuda > mps > cpu; an explicit device must be available (app.hardware)."""

@@ -63,3 +63,16 @@ def test_configs_keep_their_architecture_details():
 def test_unknown_shape_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown shape"):
         load_shape_config("gpt-5")
+
+
+def test_shape_only_pair_decodes_through_the_engine():
+    """A shape-only pair runs real speculative decoding (timing only): ids the embedded
+    tokenizer cannot name print as <id>, and a run goes to its length (no EOS)."""
+    from app.engine import DecodeSettings, run
+    from app.models import load_shape_pair
+    pair = load_shape_pair("smollm2-135m", "smollm2-135m", device="cpu", dtype="float32")
+    ids = pair.tokenizer("It is", add_special_tokens=False)["input_ids"]
+    *_, trace = run(pair, ids, "It is", DecodeSettings(gamma=2, max_new_tokens=6))
+    assert len(trace.output_ids) == 6 and trace.models["shape_only"] is True
+    unknown = [t for t in trace.output_ids if t >= len(pair.tokenizer.base)]
+    assert all(f"<{t}>" in trace.output_text for t in unknown)
