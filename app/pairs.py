@@ -18,7 +18,8 @@ def get_pair(preset: str, device: str = "auto", dtype: str = "auto", ngram: bool
     if preset not in PRESETS:
         raise ModelLoadError(f"unknown model pair {preset!r}: choose one of {', '.join(PRESETS)}")
     p = PRESETS[preset]
-    key = (preset, device, dtype, p.kind == "gguf" or (ngram and p.kind != "shape"))
+    ngram = p.kind == "gguf" or (ngram and p.kind != "shape")  # no draft model to load
+    key = (preset, device, dtype, ngram)
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
@@ -29,7 +30,7 @@ def get_pair(preset: str, device: str = "auto", dtype: str = "auto", ngram: bool
             from app.gguf import load_gguf_pair
             pair = load_gguf_pair(device=device, dtype=dtype)
         else:
-            pair = load_pair(p.target, None if key[3] else p.draft, device=device, dtype=dtype, ngram=key[3])
+            pair = load_pair(p.target, p.draft, device=device, dtype=dtype, ngram=ngram)
         _cache[key] = pair
         while len(_cache) > MAX_PAIRS:
             _cache.popitem(last=False)
