@@ -27,3 +27,16 @@ def wait_until(predicate, timeout: float, every: float = 0.02) -> bool:
             return True
         time.sleep(every)
     return predicate()
+
+
+def error_when_loading_fails(server, client, error: BaseException, decode_args) -> str:
+    """The message the API returns when the server's test loader raises `error` (the loader
+    of the `server` fixtures raises `server.fail` when it is set)."""
+    import pytest
+    server.fail = error
+    try:
+        with pytest.raises(Exception) as err:
+            client.predict(*decode_args, api_name="/decode")
+    finally:
+        server.fail = None
+    return str(err.value)

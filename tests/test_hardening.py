@@ -27,7 +27,7 @@ from app.engine import NonFiniteLogits, speculative_generate
 from app.models import ModelLoadError
 from app.ui import handlers
 from app.validation import InputError
-from tests.support import STREAM, SUMMARY, FAKE_CEILINGS, free_port, wait_until
+from tests.support import STREAM, SUMMARY, FAKE_CEILINGS, free_port, wait_until, error_when_loading_fails
 
 END = 'id="stream-end"'
 PROMPT = "It is a truth universally acknowledged"
@@ -250,13 +250,7 @@ def test_oom_through_the_api_then_the_next_request_works(server, client, monkeyp
 
 
 def test_oom_while_loading_says_so_and_the_server_stays_up(server, client):
-    server.fail = torch.OutOfMemoryError(CUDA_OOM)
-    try:
-        with pytest.raises(Exception) as err:
-            client.predict(*args(), api_name="/decode")
-    finally:
-        server.fail = None
-    message = str(err.value)
+    message = error_when_loading_fails(server, client, torch.OutOfMemoryError(CUDA_OOM), args())
     assert "could not start: out of memory" in message
     clean(message)
     assert_next_request_works(client)
