@@ -65,15 +65,38 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--drafter", default="model", help="model | ngram")
+    p.add_argument("--pair", default=None,
+                   help="a preset name (default: the SmolLM2 flagship when installed, else embedded)")
     p.add_argument("--target", default=None,
-                   help="model directory, hub id, or gguf:smollm2-135m-instruct (default: embedded)")
+                   help="model directory, hub id, or gguf:smollm2-135m-instruct (instead of --pair)")
     p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
                    help="send the prompt through the chat template (default: on for gguf:, else off)")
-    p.add_argument("--draft", default=None, help="model directory or hub id (default: embedded)")
+    p.add_argument("--draft", default=None, help="model directory or hub id (with --target)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     p.add_argument("--dtype", default="auto", help="auto | float32 | float16 | bfloat16")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine)")
+
+
+def load_cli_pair(args):
+    """--target/--draft when given, else the --pair preset (default: app's default pair)."""
+    from app import validation
+    from app.models import load_pair
+    from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
+    ngram = args.drafter == "ngram"
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    if (args.target or "").startswith("gguf:"):
+        from app.gguf import load_gguf_pair
+        from demo_models import SMOLLM2_DRAFT_DIR
+        draft = None if ngram else (args.draft or SMOLLM2_DRAFT_DIR)
+        return load_gguf_pair(args.device, args.dtype, progress=say, draft=draft)
+    if args.target or args.draft:
+        return load_pair(args.target, args.draft, device=args.device, dtype=args.dtype, ngram=ngram)
+    name = validation.preset(args.pair) if args.pair else default_preset()
+    if not args.pair and name == FALLBACK and not PRESETS[FLAGSHIP].installed:
+        say(f"note: {FLAGSHIP_HINT}")
+    from app.pairs import get_pair
+    return get_pair(name, device=args.device, dtype=args.dtype, ngram=ngram, progress=say)
 
 
 def cmd_generate(args) -> int:
@@ -83,13 +106,8 @@ def cmd_generate(args) -> int:
     settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
                                    top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
                                    drafter=args.drafter)
-    if (args.target or "").startswith("gguf:"):
-        from app.gguf import load_gguf_pair
-        pair = load_gguf_pair(args.device, args.dtype, progress=lambda m: print(m, file=sys.stderr))
-    else:
-        pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
-                         ngram=args.drafter == "ngram")
-    chat = args.chat if args.chat is not None else pair.target_id.startswith("gguf:")
+    pair = load_cli_pair(args)
+    chat = args.chat if args.chat is not None else bool(getattr(pair.tokenizer, "chat_template", None))
     ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens, chat)
     tty, shown = sys.stdout.isatty(), 0
     sys.stdout.write(args.prompt + ("\n" if chat else ""))

@@ -13,12 +13,14 @@ _lock = threading.Lock()
 _cache: "OrderedDict[tuple, ModelPair]" = OrderedDict()
 
 
-def get_pair(preset: str, device: str = "auto", dtype: str = "auto", ngram: bool = False) -> ModelPair:
-    """The loaded pair for a preset name (see demo_models.presets), loading it if needed."""
+def get_pair(preset: str, device: str = "auto", dtype: str = "auto", ngram: bool = False,
+             progress=None) -> ModelPair:
+    """The loaded pair for a preset name (see demo_models.presets), loading it if needed.
+    progress(message) hears the stages of a GGUF load (the first one dequantises, ~30 s)."""
     if preset not in PRESETS:
         raise ModelLoadError(f"unknown model pair {preset!r}: choose one of {', '.join(PRESETS)}")
     p = PRESETS[preset]
-    ngram = p.kind == "gguf" or (ngram and p.kind != "shape")  # no draft model to load
+    ngram = ngram and p.kind != "shape"  # with n-gram drafts no draft model is loaded
     key = (preset, device, dtype, ngram)
     with _lock:
         if key in _cache:
@@ -26,9 +28,10 @@ def get_pair(preset: str, device: str = "auto", dtype: str = "auto", ngram: bool
             return _cache[key]
         if p.kind == "shape":
             pair = load_shape_pair(p.target, p.draft, device=device, dtype=dtype)
-        elif p.kind == "gguf":  # packaged GGUF target, no draft model: n-gram drafting only
+        elif p.kind == "gguf":  # the packaged GGUF target and its distilled draft
             from app.gguf import load_gguf_pair
-            pair = load_gguf_pair(device=device, dtype=dtype)
+            pair = load_gguf_pair(device=device, dtype=dtype, progress=progress,
+                                  draft=None if ngram else p.draft)
         else:
             pair = load_pair(p.target, p.draft, device=device, dtype=dtype, ngram=ngram)
         _cache[key] = pair

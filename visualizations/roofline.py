@@ -97,9 +97,18 @@ def _point_trace(phase: str, passes: list[ForwardTiming]) -> go.Scatter:
         meta={"role": "forward", "phase": phase})
 
 
+def _wrap(text: str, width: int = 95) -> str:
+    """Plotly annotations do not wrap: break the (HTML-escaped) text into <br>-joined lines."""
+    import html
+    import textwrap
+    return "<br>".join(html.escape(line) for line in textwrap.wrap(text, width))
+
+
 def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.Figure:
     """Log-log roofline: measured roof solid, datasheet roof dashed, ridge points labelled,
-    and one marker per forward pass with flops > 0 and bytes > 0 (symbol by phase)."""
+    and one marker per forward pass with flops > 0 and bytes > 0 (symbol by phase).
+    ceilings["note"], when present, is printed above the plot (e.g. app.cpu_regime's verdict
+    on whether the knee is visible on this CPU)."""
     ceilings = ceilings or {}
     points = [f for f in forwards if f.flops > 0 and f.bytes > 0 and f.seconds > 0]
     roofs = _roofs(ceilings)
@@ -114,6 +123,10 @@ def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.
     if not points:
         fig.add_annotation(text="no timed forward passes yet", x=0.5, y=0.5, xref="paper",
                            yref="paper", showarrow=False, font=dict(size=FONT_SIZE + 2))
+    if ceilings.get("note"):
+        fig.add_annotation(text=_wrap(str(ceilings["note"])), x=0.01, y=0.99, xref="paper", yref="paper",
+                           xanchor="left", yanchor="top", showarrow=False, align="left",
+                           font=dict(size=FONT_SIZE - 1), bgcolor="rgba(255,248,220,0.9)")
     device = ceilings.get("device_name") or ceilings.get("device") or "unknown device"
     dtype = f", {ceilings['dtype']}" if ceilings.get("dtype") else ""
     # Fixed ranges (the roofs span x exactly) and one labelled tick per decade: 0.1, 1, 10 FLOP/B;

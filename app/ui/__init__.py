@@ -13,7 +13,7 @@ import gradio as gr  # noqa: E402  (after the environment above)
 
 from app.ui import handlers, live  # noqa: E402
 from app.ui.lessons import build_lesson_tabs  # noqa: E402
-from demo_models.presets import DEFAULT  # noqa: E402
+from demo_models.presets import default_preset  # noqa: E402
 
 TITLE = "Speculative Decoding Lab"
 QUEUE_MAX = 32          # waiting requests beyond this are turned away ("queue is full")
@@ -36,7 +36,7 @@ class PairTracker:
     pair until then). Shared by all sessions: in a classroom everyone sees the same pair."""
 
     def __init__(self, loader):
-        self.loader, self.last = loader, ((DEFAULT,), {"device": "auto", "dtype": "auto", "ngram": False})
+        self.loader, self.last = loader, ((default_preset(),), {"device": "auto", "dtype": "auto", "ngram": False})
 
     def __call__(self, preset, **kw):
         pair = self.loader(preset, **kw)

@@ -34,7 +34,7 @@ from app import validation
 from app.engine import run, summarize
 from app.models import ModelLoadError
 from app.trace import Trace
-from app import annotate
+from app import annotate, cpu_regime
 from app.validation import InputError
 from demo_models.presets import PRESETS
 
@@ -88,6 +88,7 @@ class DecodeRequest:
     baseline: bool
     fast_path: bool
     policy: str = "fixed"
+    prompt_mode: str = "auto"  # PROMPT_MODES
 
 
 # --------------------------------------------------------------------------- choices
@@ -126,8 +127,13 @@ def fast_path_note(devices: list[str]) -> str:
 
 # --------------------------------------------------------------------------- inputs
 
+PROMPT_MODES = {"auto": "chat when the target has a chat template, else continuation",
+                "chat": "the prompt is one user message; the model writes the assistant's reply",
+                "continue": "the model continues the prompt's text"}
+
+
 def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k,
-                  seed, max_new_tokens, device, fast_path, baseline) -> DecodeRequest:
+                  seed, max_new_tokens, device, fast_path, baseline, prompt_mode="auto") -> DecodeRequest:
     """Check every input before anything is loaded; raises InputError with a one-line message."""
     validation.preset(preset)  # presets only: the web app never loads a path or a free-form id
     validation.device(device, device_choices())
@@ -136,7 +142,10 @@ def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top
     validation.prompt_text(prompt)
     settings = validation.settings(gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
                                    seed=seed, max_new_tokens=max_new_tokens, drafter=drafter)
-    return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path), depth_policy)
+    if prompt_mode not in PROMPT_MODES:
+        raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {prompt_mode!r}")
+    return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path), depth_policy,
+                         prompt_mode)
 
 
 def safe_message(exc: Exception) -> str:
@@ -344,9 +353,12 @@ class _Run:
     end), then again at most every CHART_EVERY_S seconds and never sooner than CHART_COST_X
     times their own drawing time: drawing (plotly is slow) must not eat the decode's CPU."""
 
-    def __init__(self, req: DecodeRequest, pair, ceilings):
+    def __init__(self, req: DecodeRequest, pair, ceilings, regime=None):
         self.req, self.pair, self.ceilings = req, pair, ceilings
         self.annotate = annotate.Annotator(pair, ceilings)
+        self.roof = ceilings.to_dict()  # what the roofline figure and the API show
+        if regime is not None:  # app.cpu_regime: is the knee visible on this CPU?
+            self.roof |= {"note": regime.explanation, "cpu_regime": regime.to_dict()}
         self.start = time.perf_counter()
         self.next_charts = self.start + CHART_EVERY_S
 
@@ -362,7 +374,7 @@ class _Run:
         self.annotate.trace(trace)
         view = view._replace(
             timeline=viz.step_timeline(trace),
-            roofline=viz.roofline_figure(trace.all_forwards(), self.ceilings.to_dict()),
+            roofline=viz.roofline_figure(trace.all_forwards(), self.roof),
             stats=viz.stats_markdown(live_trace(trace, began - self.start)))
         cost = time.perf_counter() - began
         self.next_charts = time.perf_counter() + max(CHART_EVERY_S, CHART_COST_X * cost)
@@ -372,7 +384,7 @@ class _Run:
         view = self.view(trace, phase, finished=True)
         json_path, csv_path = write_exports(trace)
         record = Record(trace, token_texts(trace, self.pair.tokenizer))
-        return view._replace(summary=summary_json(trace, self.ceilings.to_dict()),
+        return view._replace(summary=summary_json(trace, self.roof),
                              step=gr.update(maximum=max(len(trace.steps) - 1, 1), value=0),
                              json_file=json_path, csv_file=csv_path, record=record)
 
@@ -414,19 +426,29 @@ def in_background(iterator: Iterator, min_interval: float = 0.0):
             return
 
 
-def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple[object, list[int], object]:
-    """Load the pair, tokenise the prompt, measure the ceilings: (pair, prompt ids, ceilings)."""
+def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
+    """Load the pair, tokenise the prompt, measure the ceilings and, on a CPU, whether the knee
+    is visible (app.cpu_regime, ~1 s once per model): (pair, prompt ids, ceilings, regime)."""
     gguf = PRESETS[req.preset].kind == "gguf"
     progress(0.05, desc=f"loading model pair {req.preset}"
              + (" (the first load dequantises the 4-bit GGUF: ~40 s, once)" if gguf else ""))
     pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
-    # the instruction-tuned target answers a user turn; the others continue the text
-    ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, gguf)
+    # an instruction-tuned target answers a user turn; the others continue the text
+    chat = req.prompt_mode == "chat" or (req.prompt_mode == "auto" and has_chat_template(pair.tokenizer))
+    ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, chat)
     if not annotate.known(pair.device, pair.dtype):
         progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
     ceilings = annotate.ceilings(pair.device, pair.dtype,
                                  progress=lambda f, msg: progress(0.2 + 0.8 * f, desc=msg))
-    return pair, ids, ceilings
+    regime = None
+    if pair.device == "cpu":
+        progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?")
+        regime = cpu_regime.probe(pair.target, pair.device, ceilings.device_name)
+    return pair, ids, ceilings, regime
+
+
+def has_chat_template(tokenizer) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
 
 
 def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
@@ -436,7 +458,7 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
         progress = lambda *a, **k: None  # noqa: E731
     try:
         req = parse_request(*inputs)
-        pair, ids, ceilings = _prepare(req, loader, progress)
+        pair, ids, ceilings, regime = _prepare(req, loader, progress)
         policy = depth_policy(req.policy, pair, req.settings.gamma, len(ids))
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, missing model
         raise user_error(safe_message(exc)) from None
@@ -445,7 +467,7 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
         release_memory(exc)
         raise user_error(f"could not start: {message}") from None
     key, flag = _cancel_flag(request)
-    state, trace = _Run(req, pair, ceilings), None
+    state, trace = _Run(req, pair, ceilings, regime), None
     frames = in_background(run(pair, ids, req.prompt, req.settings, baseline=req.baseline,
                                cancel=flag.is_set, policy=policy), min_interval=FRAME_S)
     try:

