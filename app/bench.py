@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 
@@ -49,16 +50,17 @@ METHODS = {
     "this engine, autoregressive": lambda p, i, s: _engine(p, i, s, False),
     "this engine, speculative": lambda p, i, s: _engine(p, i, s, True),
 }
+FAST = {"this engine, speculative, fast path": lambda p, i, s: _engine(p, i, replace(s, fast=True), True)}
 
 
-def measure(pair, settings, repeats: int) -> dict[str, dict]:
+def measure(pair, settings, repeats: int, methods=METHODS) -> dict[str, dict]:
     """{method: {"tokens_per_s": median, "outputs": [ids per prompt]}}."""
-    rates = {m: [] for m in METHODS}
-    outputs = {m: [] for m in METHODS}
+    rates = {m: [] for m in methods}
+    outputs = {m: [] for m in methods}
     prompts = [pair.tokenizer(p)["input_ids"] for p in PROMPTS]
     _engine(pair, prompts[0], settings, True)  # warm-up
     for _ in range(repeats):
-        for name, fn in METHODS.items():
+        for name, fn in methods.items():
             tokens, seconds, outs = 0, 0.0, []
             for ids in prompts:
                 synchronize(pair.device)
@@ -70,7 +72,7 @@ def measure(pair, settings, repeats: int) -> dict[str, dict]:
                 outs.append(out)
             rates[name].append(tokens / seconds)
             outputs[name] = outs
-    return {m: {"tokens_per_s": statistics.median(rates[m]), "outputs": outputs[m]} for m in METHODS}
+    return {m: {"tokens_per_s": statistics.median(rates[m]), "outputs": outputs[m]} for m in methods}
 
 
 def main(args) -> int:
@@ -80,7 +82,7 @@ def main(args) -> int:
           f"target {pair.target_id}, draft {pair.draft_id}")
     print(f"greedy, gamma {settings.gamma}, {settings.max_new_tokens} new tokens x {len(PROMPTS)} prompts, "
           f"median of {args.repeats} interleaved rounds")
-    res = measure(pair, settings, args.repeats)
+    res = measure(pair, settings, args.repeats, METHODS | (FAST if args.fast else {}))
     plain = res["transformers generate (target only)"]["tokens_per_s"]
     for name, r in res.items():
         print(f"  {name:40s} {r['tokens_per_s']:8.1f} tok/s   {r['tokens_per_s'] / plain:5.2f}x plain")

@@ -74,6 +74,8 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", default=None, help="model directory or hub id (with --target)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     p.add_argument("--dtype", default="auto", help="auto | float32 | float16 | bfloat16")
+    p.add_argument("--fast", action="store_true",
+                   help="fast path: static KV caches, + CUDA graphs on CUDA (app.fastpath)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine)")
 
@@ -102,10 +104,9 @@ def load_cli_pair(args):
 def cmd_generate(args) -> int:
     from app import validation
     from app.engine import run
-    from app.models import load_pair
     settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
                                    top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                                   drafter=args.drafter)
+                                   drafter=args.drafter, fast=getattr(args, "fast", False))
     pair = load_cli_pair(args)
     chat = args.chat if args.chat is not None else bool(getattr(pair.tokenizer, "chat_template", None))
     ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens, chat)

@@ -54,11 +54,13 @@ class ModelDrafter:
     two tokens in its first pass (gpt-fast feeds it eagerly instead; same result)."""
     name = "model"
 
-    def __init__(self, model, device: str):
-        self.model, self.device, self.cache = model, device, new_cache()
+    def __init__(self, model, device: str, max_len: int | None = None):
+        """max_len: a static cache of that many positions (the fast path), else a dynamic one."""
+        self.model, self.device, self.max_len = model, device, max_len
+        self.cache = new_cache()
 
     def start(self, ids: list[int]) -> list[ForwardTiming]:
-        self.cache = new_cache()
+        self.cache = new_cache(self.model, self.max_len)
         if len(ids) < 2:
             return []
         prompt = torch.tensor([ids[:-1]], device=self.device)  # [1, n - 1]

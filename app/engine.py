@@ -53,15 +53,17 @@ class DecodeSettings:
     seed: int = 0
     max_new_tokens: int = 64
     drafter: str = "model"  # "model" | "ngram"
+    fast: bool = False      # app.fastpath: static KV caches (+ CUDA graphs on CUDA)
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
 
 
-def make_drafter(pair: ModelPair, kind: str):
+def make_drafter(pair: ModelPair, kind: str, max_len: int | None = None):
+    """max_len: give the draft model a static cache of that many positions (the fast path)."""
     if kind == "model" and pair.draft is not None:
-        return ModelDrafter(pair.draft, pair.device)
+        return ModelDrafter(pair.draft, pair.device, max_len)
     if kind == "model":  # a pair without a draft model (the GGUF flagship) drafts by lookup
         kind = "ngram"
     if kind == "ngram":
@@ -128,6 +130,19 @@ def _pieces(decoder, ids, proposal, verdict, emitted, p_display, step) -> list[P
     return pieces
 
 
+def _fast_path(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings) -> int | None:
+    """With settings.fast: compile both models where CUDA graphs exist (app.fastpath.enable)
+    and return the static caches' length (prompt + new tokens + the widest verify pass)."""
+    if not settings.fast:
+        return None
+    from app.fastpath import enable
+    from app.validation import MAX_GAMMA
+    for model in (pair.target, pair.draft):
+        if model is not None:
+            enable(model, pair.device)
+    return len(prompt_ids) + settings.max_new_tokens + MAX_GAMMA + 1
+
+
 def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings,
                          drafter=None, cancel: Callable[[], bool] | None = None,
                          after_step: Callable | None = None, policy=None) -> Iterator[StepEvent]:
@@ -144,10 +159,11 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
                                                settings.top_k, settings.top_p)
     display = (lambda logits: torch.softmax(logits[..., :vocab].float(), -1)) if greedy else transform
     sampler = lambda probs: sample(probs, generator, greedy)
-    drafter = drafter or make_drafter(pair, settings.drafter)
+    max_len = _fast_path(pair, prompt_ids, settings)
+    drafter = drafter or make_drafter(pair, settings.drafter, max_len)
     policy = policy or FixedDepth(settings.gamma)
     decoder, eos_id = _Decoder(pair.tokenizer), pair.tokenizer.eos_token_id
-    ids, cache, produced = list(prompt_ids), new_cache(), 0
+    ids, cache, produced = list(prompt_ids), new_cache(pair.target, max_len), 0
     pending_forwards = drafter.start(ids)
     if len(ids) > 1:
         prompt = torch.tensor([ids[:-1]], device=pair.device)  # [1, n - 1]

@@ -67,6 +67,7 @@ class KneeResult:
     batch_rows: list[KneeRow] = field(default_factory=list)
     bend: int | None = None
     bend_ratio: float = BEND_RATIO
+    fast: bool = False  # timed on the fast path (app.fastpath)
 
     def relative(self) -> list[float]:
         """t(q) / t(q_min) for each row of the q sweep."""
@@ -74,7 +75,7 @@ class KneeResult:
 
     def to_dict(self) -> dict:
         return {"device": self.device, "dtype": self.dtype, "kv_len": self.kv_len,
-                "gamma": self.gamma, "ceilings": self.ceilings, "bend": self.bend,
+                "gamma": self.gamma, "ceilings": self.ceilings, "bend": self.bend, "fast": self.fast,
                 "bend_ratio": self.bend_ratio, "rows": [r.to_dict() for r in self.rows],
                 "batch_rows": [r.to_dict() for r in self.batch_rows]}
 
@@ -89,9 +90,10 @@ def find_bend(rows: list[KneeRow], ratio: float = BEND_RATIO) -> int | None:
 
 def measure_knee(model, config, *, device: str, dtype, ceilings: Ceilings,
                  qs: tuple[int, ...] = DEFAULT_QS, batches: tuple[int, ...] = (1,),
-                 kv_len: int = 128, repeats: int = 5, gamma: int = 4,
+                 kv_len: int = 128, repeats: int = 5, gamma: int = 4, fast: bool = False,
                  progress: Callable[[float, str], None] | None = None) -> KneeResult:
-    """Time the q sweep (at batches[0]) and the batch sweep; see the module docstring."""
+    """Time the q sweep (at batches[0]) and the batch sweep; see the module docstring.
+    fast=True times the fast path (static cache, CUDA graphs on CUDA: app.fastpath)."""
     dtype_bytes = torch.empty((), dtype=parse_dtype(dtype)).element_size()
     longest = kv_len + max(max(qs), gamma + 1)
     if longest > max_positions(config):
@@ -100,11 +102,11 @@ def measure_knee(model, config, *, device: str, dtype, ceilings: Ceilings,
     points = [(batches[0], q) for q in qs]
     points += [(b, q) for b in batches for q in sorted({1, gamma + 1})]
     result = KneeResult(device=device, dtype=dtype_name(dtype), kv_len=kv_len, gamma=gamma,
-                        ceilings=ceilings.to_dict())
+                        ceilings=ceilings.to_dict(), fast=fast)
     report = progress or (lambda fraction, message: None)
     for i, (batch, q) in enumerate(points):
         seconds = time_forward(model, device=device, batch=batch, q=q, kv_len=kv_len,
-                               repeats=repeats)
+                               repeats=repeats, fast=fast)
         cost = forward_cost(config, batch, q, kv_len, dtype_bytes)
         place = classify(seconds, cost.flops, cost.bytes, ceilings)
         row = KneeRow(batch, q, kv_len, seconds, place.memory_floor_s, place.compute_floor_s,
@@ -116,25 +118,30 @@ def measure_knee(model, config, *, device: str, dtype, ceilings: Ceilings,
 
 
 def time_forward(model, *, device: str, batch: int, q: int, kv_len: int, repeats: int = 5,
-                 seed: int = 0) -> float:
+                 seed: int = 0, fast: bool = False) -> float:
     """Median seconds of one forward of (batch, q) random tokens over a kv_len-token cache."""
     return time_passes(model, device=device, batch=batch, qs=[q], kv_len=kv_len,
-                       repeats=repeats, seed=seed)[0]
+                       repeats=repeats, seed=seed, fast=fast)[0]
 
 
 @torch.inference_mode()
 def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, repeats: int = 5,
-                seed: int = 0) -> list[float]:
+                seed: int = 0, fast: bool = False) -> list[float]:
     """Median seconds of one forward of (batch, q) random tokens over a kv_len-token cache, for
     each q. One prefill serves every q; the q values are interleaved round by round (after one
     warm-up round), so drifting background load hits them alike. The cache is cropped back to
-    kv_len after every timed pass (timed with device synchronisation by app.timing)."""
+    kv_len after every timed pass (timed with device synchronisation by app.timing).
+    fast=True: a static cache and, on CUDA, compiled passes (app.fastpath); the warm-up round
+    then also absorbs the compilation."""
+    from app.fastpath import enable
     from app.models import crop_cache, forward, new_cache  # the one home of the cache API
     from app.timing import timed_forward
 
     gen = torch.Generator().manual_seed(seed)
     vocab = model.config.get_text_config().vocab_size
-    cache = new_cache()
+    if fast:
+        enable(model, device)
+    cache = new_cache(model, kv_len + max(qs)) if fast else new_cache()
     if kv_len:
         forward(model, torch.randint(0, vocab, (batch, kv_len), generator=gen).to(device), cache)
     new = {q: torch.randint(0, vocab, (batch, q), generator=gen).to(device) for q in qs}  # (batch, q)

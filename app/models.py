@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache, StaticCache
 
 from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
@@ -215,22 +215,30 @@ def load_shape_pair(target_shape: str, draft_shape: str, *, device: str = "auto"
 
 # --- the transformers cache API, in one place -------------------------------------------
 
-def new_cache() -> DynamicCache:
-    return DynamicCache()
+def new_cache(model: torch.nn.Module | None = None, max_len: int | None = None) -> DynamicCache | StaticCache:
+    """A DynamicCache; with a model and max_len, the fast path's StaticCache of max_len
+    positions (app.fastpath: fixed addresses, rolled back by moving its position counter)."""
+    if model is None or max_len is None:
+        return DynamicCache()
+    return StaticCache(config=model.config, max_cache_len=max_len)
 
 
-def cache_len(cache: DynamicCache) -> int:
+def cache_len(cache: DynamicCache | StaticCache) -> int:
     return int(cache.get_seq_length())
 
 
-def crop_cache(cache: DynamicCache, keep: int) -> None:
-    """Keep the first `keep` positions (transformers 5.x: crop takes -tokens_to_remove)."""
+def crop_cache(cache: DynamicCache | StaticCache, keep: int) -> None:
+    """Keep the first `keep` positions (transformers 5.x: crop takes -tokens_to_remove; a
+    StaticCache only moves its counter, the next pass overwrites the stale entries)."""
     drop = cache_len(cache) - keep
     if drop > 0:
         cache.crop(-drop)
 
 
 @torch.inference_mode()
-def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
-    """input_ids: [batch, q] new tokens after the cached ones -> logits [batch, q, vocab]."""
-    return model(input_ids=input_ids, cache=cache, use_cache=True).logits
+def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache: DynamicCache | StaticCache) -> torch.Tensor:
+    """input_ids: [batch, q] new tokens after the cached ones -> logits [batch, q, vocab].
+    With a StaticCache the pass may run compiled (app.fastpath.runner)."""
+    from app.fastpath import runner
+    run = runner(model, input_ids.shape[1], isinstance(cache, StaticCache))
+    return run(input_ids=input_ids, cache=cache, use_cache=True).logits

@@ -28,7 +28,8 @@ def add_parsers(subparsers) -> None:
     k = subparsers.add_parser("knee", help="time one forward against tokens per pass")
     _common(k)
     k.add_argument("--model", required=True, help="shape name, tiny-target/-draft or a directory")
-    k.add_argument("--fast", action="store_true", help="static cache + CUDA graphs (not yet)")
+    k.add_argument("--fast", action="store_true",
+                   help="also time the fast path (static cache; + CUDA graphs on CUDA), side by side")
     k.add_argument("--kv-len", type=int, default=128, help="cached tokens before each pass")
     k.add_argument("--qs", type=_ints, help="tokens per pass, e.g. 1,2,4,8 (default: past the ridge)")
     k.add_argument("--batches", type=_ints, default=(1,), help="batch sweep, e.g. 1,2,4,8")
@@ -177,25 +178,38 @@ def run_knee(args) -> int:
 
     device, dtype = _device_dtype(args)
     if args.fast:
-        print("fast path not available on this device yet" if not device.startswith("cuda")
-              else "fast path not implemented yet: timing eager transformers")
+        from app.fastpath import describe
+        print(f"fast path   {describe(device)}")
     model, label = load_model(args.model, device, dtype)
     ceilings = _ceilings(args, device, dtype)
     print(format_ceilings(ceilings))
     dtype_bytes = torch.empty((), dtype=dtype).element_size()
     room = max_positions(model.config) - args.kv_len  # GPT-2: 1024 positions in all
     qs = args.qs or default_qs(ceilings, dtype_bytes, max_q=min(1024, room))
-    result = measure_knee(model, model.config, device=device, dtype=dtype, ceilings=ceilings,
-                          qs=qs, batches=args.batches, kv_len=args.kv_len,
-                          repeats=args.repeats, progress=_progress)
+    measure = lambda fast: measure_knee(model, model.config, device=device, dtype=dtype,  # noqa: E731
+                                        ceilings=ceilings, qs=qs, batches=args.batches, kv_len=args.kv_len,
+                                        repeats=args.repeats, fast=fast, progress=_progress)
+    result = measure(False)
     print(f"model       {args.model} ({label}), KV cache {args.kv_len} tokens")
     print(format_knee(result))
+    fast = measure(True) if args.fast else None
+    if fast is not None:
+        print("fast path:\n" + format_knee(fast) + "\n" + format_side_by_side(result, fast))
     regime = regime_of(result, ceilings.device_name)
     if regime is not None:
         print(f"regime      {regime.explanation}")
     _write_json(args.json, {"model": args.model, "label": label, **result.to_dict(),
-                            "regime": regime.to_dict() if regime else None})
+                            "regime": regime.to_dict() if regime else None,
+                            "fast": fast.to_dict() if fast is not None else None})
     return 0
+
+
+def format_side_by_side(eager, fast) -> str:
+    """q, eager ms, fast ms and eager / fast for the q sweep, measured in this run."""
+    lines = [f"{'q':>5} {'eager ms':>10} {'fast ms':>10} {'eager/fast':>10}"]
+    for e, f in zip(eager.rows, fast.rows):
+        lines.append(f"{e.q:5d} {e.seconds * 1e3:10.3f} {f.seconds * 1e3:10.3f} {e.seconds / f.seconds:10.2f}")
+    return "\n".join(lines)
 
 
 def regime_of(result, device_name: str):

@@ -1,6 +1,7 @@
-"""Evaluate the embedded pair for speculative decoding; print and write JSON.
+"""Evaluate a pair for speculative decoding; print and write JSON.
 
     python -m demo_models.evaluate --corpus ../shared/corpus/austen.txt ../shared/corpus/tinyshakespeare.txt
+    python -m demo_models.evaluate --pair smollm2   # the flagship, on held-out chat prompts
 
 Reports (all measured here, on this machine):
   - held-out loss and perplexity of each model (the last 5% of every corpus file);
@@ -88,10 +89,12 @@ def cost_ratio(pair, repeats: int = 20) -> dict:
             "c": round(times["draft"] / times["target"], 3)}
 
 
-def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int) -> dict:
-    """tokens/s (median over interleaved rounds) and tokens per pass, plain and per gamma."""
-    configs = [("plain", 0)] + [(f"gamma={g}", g) for g in GAMMAS]
+def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int, gammas=GAMMAS) -> dict:
+    """tokens/s (median over interleaved rounds) and tokens per pass, plain and per gamma; when
+    greedy, whether each gamma's outputs equal plain decoding's token for token."""
+    configs = [("plain", 0)] + [(f"gamma={g}", g) for g in gammas]
     rates, per_pass = {k: [] for k, _ in configs}, {k: [] for k, _ in configs}
+    outputs: dict[str, list] = {k: [] for k, _ in configs}
     for r in range(rounds):
         for key, gamma in configs:
             tokens, seconds, passes = 0, 0.0, 0
@@ -104,10 +107,16 @@ def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int) -> dic
                 seconds += time.perf_counter() - start
                 tokens += sum(len(e.emitted_ids) for e in events)
                 passes += len(events)
+                if r == 0:
+                    outputs[key].append([t for e in events for t in e.emitted_ids])
             rates[key].append(tokens / seconds)
             per_pass[key].append(tokens / passes)
-    return {k: {"tokens_per_s": round(statistics.median(rates[k]), 1),
-                "tokens_per_pass": round(statistics.fmean(per_pass[k]), 3)} for k, _ in configs}
+    out = {k: {"tokens_per_s": round(statistics.median(rates[k]), 1),
+               "tokens_per_pass": round(statistics.fmean(per_pass[k]), 3)} for k, _ in configs}
+    if temperature == 0:
+        for key, _ in configs[1:]:
+            out[key]["identical_to_plain"] = outputs[key] == outputs["plain"]
+    return out
 
 
 def evaluate(pair, heldout: torch.Tensor, *, windows_n=24, samples_n=8, sample_tokens=96,
@@ -130,12 +139,16 @@ def evaluate(pair, heldout: torch.Tensor, *, windows_n=24, samples_n=8, sample_t
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", nargs="+", required=True)
+    ap.add_argument("--pair", choices=["embedded", "smollm2"], default="embedded")
+    ap.add_argument("--corpus", nargs="+", default=["../shared/corpus/austen.txt", "../shared/corpus/tinyshakespeare.txt"])
     ap.add_argument("--models", type=Path, default=TINY_DIR)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, default=None, help="default: MODELS/eval.json")
     ap.add_argument("--quick", action="store_true", help="fewer windows and samples (tests)")
     args = ap.parse_args(argv)
+    if args.pair == "smollm2":
+        from demo_models import evaluate_smollm2
+        return evaluate_smollm2.main(args.out, args.quick)
     pair = load_pair(str(args.models / "target"), str(args.models / "draft"), device=args.device)
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     _, heldout = encode_split(pair.tokenizer, texts)

@@ -120,9 +120,8 @@ def _label(preset) -> str:
 
 
 def fast_path_note(devices: list[str]) -> str:
-    if "cuda" in devices:
-        return "static KV cache + CUDA graphs: not built yet, so this changes nothing for now"
-    return "no-op on this machine (no CUDA GPU): the fast path is a CUDA feature, coming later"
+    from app.fastpath import describe
+    return describe("cuda" if "cuda" in devices else devices[-1] if devices[-1] != "auto" else "cpu")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -141,7 +140,8 @@ def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top
         raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {depth_policy!r}")
     validation.prompt_text(prompt)
     settings = validation.settings(gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-                                   seed=seed, max_new_tokens=max_new_tokens, drafter=drafter)
+                                   seed=seed, max_new_tokens=max_new_tokens, drafter=drafter,
+                                   fast=bool(fast_path))
     if prompt_mode not in PROMPT_MODES:
         raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {prompt_mode!r}")
     return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path), depth_policy,
@@ -263,7 +263,9 @@ def status_line(trace: Trace, req: DecodeRequest, phase: str) -> str:
     """One Markdown line: what is running where, and how far it got (no user text in it)."""
     where = f"{trace.device.get('device', '?')}, {trace.device.get('dtype', '?')}"
     done = f"{len(trace.output_ids)} tokens in {len(trace.steps)} steps"
-    note = " · fast path: no-op here" if req.fast_path else ""
+    graphs = str(trace.device.get("device", "")).startswith("cuda")
+    note = (" · fast path: static cache + CUDA graphs" if graphs else " · fast path: static cache only (no CUDA graphs here)") \
+        if req.fast_path else ""
     return f"**{phase}** · {where} · {done}{note}"
 
 

@@ -1,0 +1,107 @@
+"""Evaluate the flagship pair: SmolLM2-135M-Instruct (Q4 GGUF, dequantised) + its distilled draft.
+
+    python -m demo_models.evaluate --pair smollm2 [--quick]
+    MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2 --out demo_models/smollm2_draft/eval_mkl_avx512.json
+
+Held-out chat prompts only (demo_models.prompts.HELDOUT_TOPICS: topics the draft never saw the
+target answer), each through the chat template exactly as the app sends it. Reports, measured
+on this machine:
+  - alpha = mean over positions of sum_x min(p_target, q_draft) on the target's own sampled
+    replies at T = 0.7 and T = 1 (Leviathan et al. 2023, Def. 3.1), and greedy agreement;
+  - c = t_draft / t_target of single-token forwards (median of 20);
+  - tokens/s of plain decoding and of speculative decoding for gamma in GAMMAS, greedy and at
+    T = 0.7, in the same run, rounds interleaved; greedy outputs compared token for token;
+  - the best gamma and its speed-up; tokens per pass against (1 - a^(g+1)) / (1 - a);
+  - the CPU regime (app.cpu_regime): is the knee visible, and MKL_CBWR in effect.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from app.speculative import logits_to_probs
+from demo_models.evaluate import _logits, cost_ratio, expected_tokens_per_pass, own_samples, speeds
+from demo_models.prompts import heldout_prompts
+
+GAMMAS = (1, 2, 3, 4, 6)
+
+
+def load():
+    from app.gguf import load_gguf_pair
+    from demo_models import SMOLLM2_DRAFT_DIR
+    return load_gguf_pair("cpu", "float32", progress=print, draft=SMOLLM2_DRAFT_DIR)
+
+
+def chat_prompts(pair, n: int) -> list[list[int]]:
+    """n held-out prompts spread over the held-out topics, as chat-template token ids."""
+    from app.validation import prompt_ids
+    prompts = heldout_prompts()
+    step = max(1, len(prompts) // n)
+    return [prompt_ids(pair.tokenizer, p, pair.context, 256, chat=True) for p in prompts[::step][:n]]
+
+
+def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float) -> dict:
+    """alpha and greedy agreement over the reply positions only (the draft never learned to
+    predict the prompt): logits at positions P - 1 .. L - 2 of each [1, L] sample."""
+    alphas, agree = [], []
+    for x, n in zip(samples, prompt_lens):
+        lt, ld = _logits(pair.target, x)[n - 1:-1], _logits(pair.draft, x)[n - 1:-1]  # [L - n, vocab]
+        p, q = logits_to_probs(lt, temperature), logits_to_probs(ld, temperature)
+        alphas.append(torch.minimum(p, q).sum(-1))
+        agree.append(lt.argmax(-1) == ld.argmax(-1))
+    return {"alpha": round(torch.cat(alphas).mean().item(), 4),
+            "greedy_agreement": round(torch.cat(agree).float().mean().item(), 4),
+            "positions": int(sum(len(a) for a in alphas))}
+
+
+def best(speed: dict) -> dict:
+    """The fastest gamma and its speed-up over plain decoding, from one speeds() table."""
+    plain = speed["plain"]["tokens_per_s"]
+    key = max((k for k in speed if k != "plain"), key=lambda k: speed[k]["tokens_per_s"])
+    return {"gamma": int(key.split("=")[1]), "speedup": round(speed[key]["tokens_per_s"] / plain, 3)}
+
+
+def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_tokens=64, rounds=1,
+             seed=0) -> dict:
+    from app.cpu_regime import probe
+    from app.hardware import device_info
+    result = {"prompts": "held-out chat prompts (demo_models/prompts.py: HELDOUT_TOPICS)"}
+    prompts = chat_prompts(pair, max(samples_n, speed_prompts))
+    for t in (0.7, 1.0):
+        own = own_samples(pair, prompts[:samples_n], t, sample_tokens, seed)
+        result[f"own_samples_T={t}"] = reply_alpha(pair, own, [len(p) for p in prompts[:samples_n]], t)
+    result["cost"] = cost_ratio(pair)
+    regime = probe(pair.target, pair.device, device_info(pair.device)["name"])
+    result["regime"] = regime.to_dict()
+    for name, temperature in (("greedy", 0.0), ("T=0.7", 0.7)):
+        table = speeds(pair, prompts[:speed_prompts], temperature, speed_tokens, rounds, GAMMAS)
+        result[f"speed_{name}"] = table
+        result[f"best_{name}"] = best(table)
+    alpha = result["own_samples_T=0.7"]["alpha"]
+    result["tokens_per_pass_T=0.7"] = {
+        f"gamma={g}": {"measured": result["speed_T=0.7"][f"gamma={g}"]["tokens_per_pass"],
+                       "predicted": round(expected_tokens_per_pass(alpha, g), 3)} for g in GAMMAS}
+    result["greedy_identical"] = all(v.get("identical_to_plain", True) for v in result["speed_greedy"].values())
+    return result
+
+
+def main(out: str | None, quick: bool) -> dict:
+    import json
+    from pathlib import Path
+
+    from demo_models import SMOLLM2_DRAFT_DIR
+    pair = load()
+    kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16} if quick else {}
+    t0 = time.time()
+    result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "mkl_cbwr": os.environ.get("MKL_CBWR"), "target_params": pair.info["target_params"],
+              "draft_params": pair.info["draft_params"], "target_weights": pair.info["weights"],
+              **evaluate(pair, **kw)}
+    result["seconds"] = round(time.time() - t0, 1)
+    print(json.dumps(result, indent=1))
+    suffix = "_mkl_" + os.environ["MKL_CBWR"].lower() if os.environ.get("MKL_CBWR") else ""
+    path = Path(out) if out else SMOLLM2_DRAFT_DIR / f"eval{suffix}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return result

@@ -1,0 +1,70 @@
+"""The fast path (app.fastpath): static KV caches, rolled back by their position counter, give
+the same tokens as the dynamic caches; on a machine without CUDA nothing is compiled and the app
+says so. (CUDA-graph replay itself needs a GPU: benchmarks/gpu_knee.py measures it there.)"""
+import pytest
+import torch
+from transformers import StaticCache
+
+from app import fastpath
+from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
+from app.knee import time_passes
+from app.models import cache_len, forward, new_cache
+
+PROMPT = "It is a truth universally acknowledged, that"
+
+
+def tokens(pair, settings, plain=False):
+    ids = pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
+    gen = autoregressive_generate if plain else speculative_generate
+    return [t for e in gen(pair, ids, settings) for t in e.emitted_ids]
+
+
+@pytest.mark.parametrize("temperature,drafter", [(0.0, "model"), (1.0, "model"), (0.7, "ngram")])
+def test_fast_path_emits_the_same_tokens_as_the_eager_path(tiny_pair, temperature, drafter):
+    eager = DecodeSettings(gamma=4, temperature=temperature, seed=5, max_new_tokens=40, drafter=drafter)
+    fast = DecodeSettings(**{**eager.__dict__, "fast": True})
+    assert tokens(tiny_pair, fast) == tokens(tiny_pair, eager)
+    if temperature == 0:
+        assert tokens(tiny_pair, fast) == tokens(tiny_pair, eager, plain=True)
+
+
+def test_static_caches_hold_exactly_the_accepted_prefix(tiny_pair):
+    seen = []
+
+    def check(ids, cache, drafter):
+        assert isinstance(cache, StaticCache) and isinstance(drafter.cache, StaticCache)
+        assert cache_len(cache) == len(ids) - 1
+        reference = new_cache()
+        forward(tiny_pair.target, torch.tensor([ids[:-1]]), reference)
+        n = len(ids) - 1  # the static tensors are max_len long; only the first n positions count
+        assert torch.allclose(cache.layers[0].keys[:, :, :n], reference.layers[0].keys, atol=1e-5)
+        assert cache_len(drafter.cache) in (len(ids) - 1, len(ids) - 2)
+        seen.append(n)
+
+    ids = tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
+    settings = DecodeSettings(gamma=3, temperature=1.0, seed=2, max_new_tokens=30, fast=True)
+    events = list(speculative_generate(tiny_pair, ids, settings, after_step=check))
+    assert len(seen) == len(events) > 3
+    assert any(e.n_accepted < e.gamma for e in events)  # rollbacks happened
+
+
+def test_without_cuda_nothing_is_compiled_and_the_note_says_so(tiny_pair):
+    fastpath.enable(tiny_pair.target, "cpu")
+    assert fastpath.runner(tiny_pair.target, 1, static=True) is tiny_pair.target
+    assert "static KV cache only" in fastpath.describe("cpu") and "CUDA graphs" in fastpath.describe("cpu")
+    if not torch.cuda.is_available():
+        assert not fastpath.graphs_available("cuda")
+
+
+def test_knee_times_the_fast_path(tiny_pair):
+    eager = time_passes(tiny_pair.target, device="cpu", batch=1, qs=[1, 4], kv_len=16, repeats=2)
+    fast = time_passes(tiny_pair.target, device="cpu", batch=1, qs=[1, 4], kv_len=16, repeats=2, fast=True)
+    assert len(fast) == len(eager) == 2 and all(t > 0 for t in fast + eager)
+
+
+def test_cli_knee_prints_eager_and_fast_side_by_side(tiny_dirs, capsys):
+    from app.cli import main
+    assert main(["knee", "--model", str(tiny_dirs[0]), "--qs", "1,2", "--repeats", "1", "--fast",
+                 "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "fast path   static KV cache only" in out and "eager/fast" in out
