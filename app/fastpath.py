@@ -31,6 +31,12 @@ def graphs_available(device: str) -> bool:
     return torch.device(device).type == "cuda" and torch.cuda.is_available()
 
 
+def use_by_default(device: str) -> bool:
+    """The lessons and the walkthrough take the fast path where it replays CUDA graphs; on CPU
+    and MPS (static cache only, measured no faster) they stay eager."""
+    return graphs_available(device)
+
+
 def describe(device: str) -> str:
     """One line: what the fast path does on this device."""
     if graphs_available(device):

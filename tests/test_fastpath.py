@@ -68,3 +68,24 @@ def test_cli_knee_prints_eager_and_fast_side_by_side(tiny_dirs, capsys):
                  "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "fast path   static KV cache only" in out and "eager/fast" in out
+
+
+def test_lessons_take_the_fast_path_where_it_replays_cuda_graphs(tiny_pair, monkeypatch):
+    """On CUDA (simulated: use_by_default -> True) the lessons decode and time on the fast path;
+    here on the CPU they stay eager."""
+    from app import engine, knee
+    from app.lessons import common, policies
+    seen, timed = [], []
+    real = engine.speculative_generate
+    monkeypatch.setattr(engine, "speculative_generate",
+                        lambda pair, ids, s, **kw: seen.append(s.fast) or real(pair, ids, s, **kw))
+    real_time = knee.time_forward
+    monkeypatch.setattr(knee, "time_forward", lambda *a, **kw: timed.append(kw["fast"]) or real_time(*a, **kw))
+    ids = tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
+    common.decode(tiny_pair, ids, DecodeSettings(max_new_tokens=4))
+    policies.measure_costs(tiny_pair, 1, 8, repeats=1)
+    assert seen == [False] and set(timed) == {False}
+    monkeypatch.setattr(fastpath, "use_by_default", lambda device: True)
+    common.decode(tiny_pair, ids, DecodeSettings(max_new_tokens=4))
+    policies.measure_costs(tiny_pair, 1, 8, repeats=1)
+    assert seen == [False, True] and timed[-1] is True

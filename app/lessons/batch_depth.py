@@ -110,14 +110,17 @@ def thresholds(batches, gammas, speedup) -> tuple[list[int | None], int | None]:
 
 
 def measure_times(pair, batches, gammas, kv_len, repeats, progress=None):
-    """(t_target [b][gamma] at q = gamma + 1, t_draft [b] at q = 1), batch by batch."""
+    """(t_target [b][gamma] at q = gamma + 1, t_draft [b] at q = 1), batch by batch; on CUDA on
+    the fast path (app.fastpath.use_by_default)."""
+    from app.fastpath import use_by_default
+
     t_target, t_draft = [], []
     for i, b in enumerate(batches):
         report(progress)(i / len(batches), f"timing the target at batch {b}")
         t_target.append(time_passes(pair.target, device=pair.device, batch=b, qs=[g + 1 for g in gammas],
-                                    kv_len=kv_len, repeats=repeats))
+                                    kv_len=kv_len, repeats=repeats, fast=use_by_default(pair.device)))
         t_draft.append(time_passes(pair.draft, device=pair.device, batch=b, qs=[1], kv_len=kv_len,
-                                   repeats=repeats)[0])
+                                   repeats=repeats, fast=use_by_default(pair.device))[0])
         report(progress)((i + 1) / len(batches), f"b={b}: target q=1 {t_target[-1][0] * 1e3:.1f} ms, "
                                                   f"draft {t_draft[-1] * 1e3:.2f} ms")
     return t_target, t_draft

@@ -124,9 +124,14 @@ class Run:
 
 def decode(pair, prompt_ids: list[int], settings, *, policy=None, drafter=None,
            plain: bool = False) -> Run:
-    """Run the engine to completion (speculative, or target-only with plain=True), timed."""
-    from app.engine import autoregressive_generate, speculative_generate
+    """Run the engine to completion (speculative, or target-only with plain=True), timed. On
+    CUDA it takes the fast path (static caches + CUDA graphs, app.fastpath.use_by_default)."""
+    from dataclasses import replace
 
+    from app.engine import autoregressive_generate, speculative_generate
+    from app.fastpath import use_by_default
+
+    settings = replace(settings, fast=settings.fast or use_by_default(pair.device))
     start = time.perf_counter()
     if plain:
         steps = list(autoregressive_generate(pair, prompt_ids, settings))

@@ -68,9 +68,10 @@ def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, cei
                             f"{room + kv_len} positions")
     if ceilings is None:
         ceilings = measure_ceilings(pair.device, pair.dtype, progress=part(progress, 0.0, 0.2))
+    from app.fastpath import use_by_default
     knee = measure_knee(pair.target, pair.target.config, device=pair.device, dtype=pair.dtype,
                         ceilings=ceilings, qs=qs, kv_len=kv_len, repeats=repeats, gamma=0,
-                        progress=part(progress, 0.2, 1.0))
+                        fast=use_by_default(pair.device), progress=part(progress, 0.2, 1.0))
     knee.batch_rows = []  # gamma=0 adds a q=1 batch row we do not use
     seconds = [r.seconds for r in knee.rows]
     return FiveForOneResult(model=pair_label(pair), qs=list(qs), seconds=seconds,

@@ -146,11 +146,13 @@ class PoliciesResult:
 
 def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3) -> tuple[float, list[float]]:
     """(t_draft(1), [t_target(q) for q = 1..gamma_max + 1]) on this pair, batch 1."""
+    from app.fastpath import use_by_default
     from app.knee import time_forward
 
-    t_draft = time_forward(pair.draft, device=pair.device, batch=1, q=1, kv_len=kv_len, repeats=repeats)
+    fast = use_by_default(pair.device)  # on CUDA, time what the decode will run: the fast path
+    t_draft = time_forward(pair.draft, device=pair.device, batch=1, q=1, kv_len=kv_len, repeats=repeats, fast=fast)
     t_target = [time_forward(pair.target, device=pair.device, batch=1, q=q, kv_len=kv_len,
-                             repeats=repeats) for q in range(1, gamma_max + 2)]
+                             repeats=repeats, fast=fast) for q in range(1, gamma_max + 2)]
     return t_draft, t_target
 
 

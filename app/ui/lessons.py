@@ -113,7 +113,9 @@ def _header(lesson, number: int | None = None) -> gr.Markdown:
 def _walkthrough(get_pair) -> None:
     gr.Markdown("Seven short lessons, each a claim, an experiment on **this** device with small "
                 "sizes, and what to notice. Press a button; each runs in seconds to a minute on a "
-                "laptop CPU with the embedded pair.", latex_delimiters=LATEX)
+                "laptop CPU with the embedded pair. On a CUDA GPU the lessons time and decode on "
+                "the fast path (static KV cache + CUDA graphs); on a CPU or Apple GPU they run "
+                "eagerly.", latex_delimiters=LATEX)
     for number, (name, lesson) in enumerate(LESSONS.items(), 1):
         with gr.Group():
             _header(lesson, number)
