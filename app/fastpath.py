@@ -12,9 +12,12 @@ within 1.35x (h200_lean_graph.log). Two things make replay possible:
   2. torch.compile(mode="reduce-overhead"), which captures one CUDA graph per input shape: per
      q = 1 .. gamma + 1 tokens a pass (prefills stay eager: one shape each, run once).
 
-On CPU and MPS there are no CUDA graphs: the fast path is the static cache alone, run eagerly,
-and the app says so. Its effect is measured, never assumed (`python -m app knee --fast` and
-`python -m app bench --fast` time eager and fast side by side).
+On a CPU there are no CUDA graphs; there the fast path is the lean decoder (app.lean: the same
+arithmetic as transformers' Llama-family forward over the model's own weights, with a
+preallocated cache and no per-module Python), which halves a small draft's forward (measured in
+app/lean.py). Architectures app.lean does not cover, and MPS, get the static cache alone, run
+eagerly. The app says which. Effects are measured, never assumed (`python -m app knee --fast`
+and `python -m app bench --fast` time eager and fast side by side).
 """
 from __future__ import annotations
 
@@ -22,8 +25,11 @@ import weakref
 
 import torch
 
+from app import lean
+
 COMPILED_MAX_Q = 17  # the widest verify pass (MAX_GAMMA + 1); longer passes (prefills) run eagerly
 _compiled: "weakref.WeakKeyDictionary[torch.nn.Module, object]" = weakref.WeakKeyDictionary()
+_lean: "weakref.WeakKeyDictionary[torch.nn.Module, lean.LeanModel]" = weakref.WeakKeyDictionary()
 
 
 def graphs_available(device: str) -> bool:
@@ -37,13 +43,32 @@ def use_by_default(device: str) -> bool:
     return graphs_available(device)
 
 
+def uses_lean(model: torch.nn.Module) -> bool:
+    """The fast path runs `model` with app.lean: on a CPU, for the architectures it covers."""
+    return next(model.parameters()).device.type == "cpu" and lean.supports(model.config)
+
+
 def describe(device: str) -> str:
     """One line: what the fast path does on this device."""
     if graphs_available(device):
         return ("static KV cache + CUDA graphs (torch.compile mode=reduce-overhead); the first "
                 "pass of each size compiles (tens of seconds), later passes replay")
+    if torch.device(device).type == "cpu":
+        return ("lean decoder (app.lean: the same Llama arithmetic without transformers' per-module "
+                "Python, preallocated KV cache); no CUDA graphs on a CPU")
     return (f"static KV cache only: {torch.device(device).type} has no CUDA graphs, so passes "
             "still launch from Python (measure it: python -m app knee --fast)")
+
+
+def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1):
+    """The fast path's cache for `model`: a LeanCache where app.lean runs it, else a
+    transformers StaticCache of max_len positions."""
+    if uses_lean(model):
+        if model not in _lean:
+            _lean[model] = lean.LeanModel(model)
+        return _lean[model].new_cache(batch, min(max_len, _lean[model].max_positions))
+    from transformers import StaticCache
+    return StaticCache(config=model.config, max_cache_len=max_len)
 
 
 def enable(model: torch.nn.Module, device: str) -> None:
@@ -52,9 +77,11 @@ def enable(model: torch.nn.Module, device: str) -> None:
         _compiled[model] = torch.compile(model, mode="reduce-overhead", fullgraph=True, dynamic=False)
 
 
-def runner(model: torch.nn.Module, q: int, static: bool):
-    """The callable for a q-token pass: the compiled model for a static cache and q up to
-    COMPILED_MAX_Q when enable() compiled it, else the eager model."""
-    if static and q <= COMPILED_MAX_Q:
-        return _compiled.get(model, model)
-    return model
+def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
+    """One pass on the fast path: app.lean for a LeanCache; for a StaticCache the compiled
+    model (q up to COMPILED_MAX_Q, once enable() compiled it) or the eager one.
+    input_ids [batch, q] -> logits [batch, q, vocab]."""
+    if isinstance(cache, lean.LeanCache):
+        return _lean[model](input_ids, cache)
+    run = _compiled.get(model, model) if input_ids.shape[1] <= COMPILED_MAX_Q else model
+    return run(input_ids=input_ids, cache=cache, use_cache=True).logits

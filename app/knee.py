@@ -141,7 +141,7 @@ def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, r
     vocab = model.config.get_text_config().vocab_size
     if fast:
         enable(model, device)
-    cache = new_cache(model, kv_len + max(qs)) if fast else new_cache()
+    cache = new_cache(model, kv_len + max(qs), batch) if fast else new_cache()
     if kv_len:
         forward(model, torch.randint(0, vocab, (batch, kv_len), generator=gen).to(device), cache)
     new = {q: torch.randint(0, vocab, (batch, q), generator=gen).to(device) for q in qs}  # (batch, q)

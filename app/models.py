@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache, StaticCache
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
@@ -215,19 +215,21 @@ def load_shape_pair(target_shape: str, draft_shape: str, *, device: str = "auto"
 
 # --- the transformers cache API, in one place -------------------------------------------
 
-def new_cache(model: torch.nn.Module | None = None, max_len: int | None = None) -> DynamicCache | StaticCache:
-    """A DynamicCache; with a model and max_len, the fast path's StaticCache of max_len
-    positions (app.fastpath: fixed addresses, rolled back by moving its position counter)."""
+def new_cache(model: torch.nn.Module | None = None, max_len: int | None = None, batch: int = 1):
+    """A DynamicCache; with a model and max_len, the fast path's cache of max_len positions
+    (app.fastpath: a StaticCache, or app.lean's LeanCache on a CPU; both have fixed addresses
+    and roll back by moving a position counter)."""
     if model is None or max_len is None:
         return DynamicCache()
-    return StaticCache(config=model.config, max_cache_len=max_len)
+    from app.fastpath import new_cache as fast_cache
+    return fast_cache(model, max_len, batch)
 
 
-def cache_len(cache: DynamicCache | StaticCache) -> int:
+def cache_len(cache) -> int:
     return int(cache.get_seq_length())
 
 
-def crop_cache(cache: DynamicCache | StaticCache, keep: int) -> None:
+def crop_cache(cache, keep: int) -> None:
     """Keep the first `keep` positions (transformers 5.x: crop takes -tokens_to_remove; a
     StaticCache only moves its counter, the next pass overwrites the stale entries)."""
     drop = cache_len(cache) - keep
@@ -236,9 +238,10 @@ def crop_cache(cache: DynamicCache | StaticCache, keep: int) -> None:
 
 
 @torch.inference_mode()
-def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache: DynamicCache | StaticCache) -> torch.Tensor:
+def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
     """input_ids: [batch, q] new tokens after the cached ones -> logits [batch, q, vocab].
-    With a StaticCache the pass may run compiled (app.fastpath.runner)."""
-    from app.fastpath import runner
-    run = runner(model, input_ids.shape[1], isinstance(cache, StaticCache))
-    return run(input_ids=input_ids, cache=cache, use_cache=True).logits
+    A DynamicCache runs transformers eagerly; a fast-path cache runs app.fastpath.forward."""
+    if isinstance(cache, DynamicCache):
+        return model(input_ids=input_ids, cache=cache, use_cache=True).logits
+    from app.fastpath import forward as fast_forward
+    return fast_forward(model, input_ids, cache)

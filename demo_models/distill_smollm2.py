@@ -9,7 +9,8 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      template, sampling at T = 0.7 and T = 1; at every generated position the top-K of its
      log-distribution is kept. It also reads windows of the shared corpus, top-K likewise.
      Saved once under the cache directory (`--cache`), so re-training never re-runs the target.
-  2. train: a narrow Llama with tied embeddings, the embedding initialised with the target's
+  2. train: (checkpoint chosen by alpha on the first HELDOUT_FOR_TRAINING held-out prompts;
+     the evaluation uses the others) a narrow Llama with tied embeddings, the embedding initialised with the target's
      embedding projected on its top principal directions (SVD), trained by cross-entropy to the
      teacher's renormalised top-K distribution (= forward KL up to a constant and the tail), the
      quantity whose complement sum_x min(p, q) is the acceptance rate (Leviathan et al. 2023).
@@ -36,6 +37,7 @@ DRAFT_DIR = HERE / "smollm2_draft"
 TOP_K = 32            # teacher log-probabilities kept per position
 MAX_NEW = 128         # reply tokens per prompt
 CORPUS_WINDOW = 128   # corpus tokens per training example
+HELDOUT_FOR_TRAINING = 48  # held-out prompts [0, 48) choose the checkpoint; evaluation uses the rest
 DRAFT_SHAPE = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                    num_key_value_heads=4, intermediate_size=768)
 
@@ -219,27 +221,36 @@ def heldout_alpha(draft, held: list[dict], pad: int) -> float:
     return round(torch.cat(alphas).mean().item(), 4)
 
 
+def lr_at(step: int, steps: int, elapsed: float, cap: float, peak: float, warmup: int = 30) -> float:
+    """Linear warm-up, then cosine decay to 10% of the peak over the steps or the time cap,
+    whichever runs out first (so a slow CPU still ends its schedule at the cap)."""
+    progress = min(1.0, max(step / steps, elapsed / cap))
+    return peak * min(1.0, (step + 1) / warmup) * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+
+
+def load_data(src: Path) -> tuple[list[dict], list[dict], list[dict], dict]:
+    """(replies, corpus windows, held-out replies, data log) from the teacher-output cache."""
+    replies = [e for f in sorted(src.glob("replies_T*.pt")) for e in torch.load(f)]
+    return (replies, torch.load(src / "corpus.pt"), torch.load(src / "heldout.pt"),
+            json.loads((src / "data_log.json").read_text()))
+
+
 def train_draft(args) -> None:
-    src = cache_dir(args.cache)
+    """Distil the draft (time-capped) and save the checkpoint with the best held-out alpha."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    data = [e for f in sorted(src.glob("replies_T*.pt")) for e in torch.load(f)]
-    corpus = torch.load(src / "corpus.pt")
-    held = torch.load(src / "heldout.pt")
-    data_log = json.loads((src / "data_log.json").read_text())
+    data, corpus, held, data_log = load_data(cache_dir(args.cache))
     teacher, tok = load_teacher()
     draft = make_draft(teacher.config, teacher.get_input_embeddings().weight.detach())
     del teacher
     pad = tok.pad_token_id
     print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
-    rng = random.Random(args.seed)
-    t0, curve = time.time(), []
-    cap = args.max_minutes * 60
+    rng, t0, curve, cap = random.Random(args.seed), time.time(), [], args.max_minutes * 60
+    best = (-1.0, -1, None)  # (held-out alpha, step, weights): the draft that is saved
     for step in range(args.steps):
-        progress = max(step / args.steps, (time.time() - t0) / cap)  # cosine over steps or time
         for g in opt.param_groups:
-            g["lr"] = args.lr * min(1.0, (step + 1) / 30) * (0.1 + 0.45 * (1 + math.cos(math.pi * min(progress, 1))))
+            g["lr"] = lr_at(step, args.steps, time.time() - t0, cap, args.lr)
         batch = rng.sample(data, args.batch) + rng.sample(corpus, args.corpus_per_batch)
         loss, alpha = soft_ce(draft, *collate(batch, pad))
         loss.backward()
@@ -251,14 +262,20 @@ def train_draft(args) -> None:
                    "seconds": round(time.time() - t0, 1)}
             if step % 100 == 0:
                 row["heldout_alpha_topk"] = heldout_alpha(draft, held, pad)
+                if row["heldout_alpha_topk"] > best[0]:
+                    best = (row["heldout_alpha_topk"], step, {k: v.clone() for k, v in draft.state_dict().items()})
             curve.append(row)
             print("  ", row, flush=True)
         if time.time() - t0 > cap:
             print(f"  stopping at the {args.max_minutes}-minute cap after {step + 1} steps", flush=True)
             break
+    final = heldout_alpha(draft, held, pad)
+    if best[0] > final:  # an earlier checkpoint drafted better on the held-out prompts
+        draft.load_state_dict(best[2])
     save_draft(draft, tok, args, {"data": data_log, "steps_done": step + 1, "curve": curve,
-                                  "seconds": round(time.time() - t0, 1),
-                                  "heldout_alpha_topk": heldout_alpha(draft, held, pad)})
+                                  "seconds": round(time.time() - t0, 1), "final_heldout_alpha_topk": final,
+                                  "saved_step": best[1] if best[0] > final else step,
+                                  "heldout_alpha_topk": max(final, best[0])})
 
 
 def save_draft(draft, tok, args, log: dict) -> None:
@@ -282,7 +299,8 @@ def parse_args(argv=None):
     ap.add_argument("--corpus", nargs="+", default=["../shared/corpus/austen.txt",
                                                     "../shared/corpus/tinyshakespeare.txt"])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
-    ap.add_argument("--heldout", type=int, default=48, help="held-out prompts answered for the log")
+    ap.add_argument("--heldout", type=int, default=HELDOUT_FOR_TRAINING,
+                    help="held-out prompts answered for the log and the checkpoint choice")
     ap.add_argument("--corpus-windows", type=int, default=1536)
     ap.add_argument("--batch", type=int, default=24)
     ap.add_argument("--corpus-per-batch", type=int, default=6)

@@ -35,9 +35,11 @@ def load():
 
 
 def chat_prompts(pair, n: int) -> list[list[int]]:
-    """n held-out prompts spread over the held-out topics, as chat-template token ids."""
+    """n held-out prompts spread over the held-out topics that training did not use to choose
+    its checkpoint (distill_smollm2.HELDOUT_FOR_TRAINING), as chat-template token ids."""
     from app.validation import prompt_ids
-    prompts = heldout_prompts()
+    from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
+    prompts = heldout_prompts()[HELDOUT_FOR_TRAINING:]
     step = max(1, len(prompts) // n)
     return [prompt_ids(pair.tokenizer, p, pair.context, 256, chat=True) for p in prompts[::step][:n]]
 
@@ -67,7 +69,7 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
              seed=0) -> dict:
     from app.cpu_regime import probe
     from app.hardware import device_info
-    result = {"prompts": "held-out chat prompts (demo_models/prompts.py: HELDOUT_TOPICS)"}
+    result = {"prompts": "held-out chat prompts (demo_models/prompts.py: HELDOUT_TOPICS, past the first 48)"}
     prompts = chat_prompts(pair, max(samples_n, speed_prompts))
     for t in (0.7, 1.0):
         own = own_samples(pair, prompts[:samples_n], t, sample_tokens, seed)

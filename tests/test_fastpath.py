@@ -1,11 +1,12 @@
-"""The fast path (app.fastpath): static KV caches, rolled back by their position counter, give
-the same tokens as the dynamic caches; on a machine without CUDA nothing is compiled and the app
-says so. (CUDA-graph replay itself needs a GPU: benchmarks/gpu_knee.py measures it there.)"""
+"""The fast path (app.fastpath): fixed-address KV caches (app.lean's LeanCache on a CPU, else a
+transformers StaticCache), rolled back by their position counter, give the same tokens as the
+dynamic caches; on a machine without CUDA nothing is compiled and the app says so. (CUDA-graph
+replay itself needs a GPU: benchmarks/gpu_knee.py measures it there.)"""
 import pytest
 import torch
 from transformers import StaticCache
 
-from app import fastpath
+from app import fastpath, lean
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
 from app.knee import time_passes
 from app.models import cache_len, forward, new_cache
@@ -19,8 +20,17 @@ def tokens(pair, settings, plain=False):
     return [t for e in gen(pair, ids, settings) for t in e.emitted_ids]
 
 
+@pytest.fixture(params=["lean", "static"])
+def fast_kind(request, monkeypatch):
+    """Run a test on both fast-path caches: app.lean's (the CPU default for Llama models) and
+    transformers' StaticCache (what CUDA and unsupported architectures get)."""
+    if request.param == "static":
+        monkeypatch.setattr(lean, "supports", lambda config: False)
+    return request.param
+
+
 @pytest.mark.parametrize("temperature,drafter", [(0.0, "model"), (1.0, "model"), (0.7, "ngram")])
-def test_fast_path_emits_the_same_tokens_as_the_eager_path(tiny_pair, temperature, drafter):
+def test_fast_path_emits_the_same_tokens_as_the_eager_path(tiny_pair, fast_kind, temperature, drafter):
     eager = DecodeSettings(gamma=4, temperature=temperature, seed=5, max_new_tokens=40, drafter=drafter)
     fast = DecodeSettings(**{**eager.__dict__, "fast": True})
     assert tokens(tiny_pair, fast) == tokens(tiny_pair, eager)
@@ -28,16 +38,18 @@ def test_fast_path_emits_the_same_tokens_as_the_eager_path(tiny_pair, temperatur
         assert tokens(tiny_pair, fast) == tokens(tiny_pair, eager, plain=True)
 
 
-def test_static_caches_hold_exactly_the_accepted_prefix(tiny_pair):
+def test_fast_caches_hold_exactly_the_accepted_prefix(tiny_pair, fast_kind):
     seen = []
+    kind = lean.LeanCache if fast_kind == "lean" else StaticCache
 
     def check(ids, cache, drafter):
-        assert isinstance(cache, StaticCache) and isinstance(drafter.cache, StaticCache)
+        assert isinstance(cache, kind) and isinstance(drafter.cache, kind)
         assert cache_len(cache) == len(ids) - 1
         reference = new_cache()
         forward(tiny_pair.target, torch.tensor([ids[:-1]]), reference)
-        n = len(ids) - 1  # the static tensors are max_len long; only the first n positions count
-        assert torch.allclose(cache.layers[0].keys[:, :, :n], reference.layers[0].keys, atol=1e-5)
+        n = len(ids) - 1  # the fixed tensors are max_len long; only the first n positions count
+        keys = cache.keys[0] if fast_kind == "lean" else cache.layers[0].keys  # [batch, kv_heads, max_len, hd]
+        assert torch.allclose(keys[:, :, :n], reference.layers[0].keys, atol=1e-5)
         assert cache_len(drafter.cache) in (len(ids) - 1, len(ids) - 2)
         seen.append(n)
 
@@ -50,13 +62,14 @@ def test_static_caches_hold_exactly_the_accepted_prefix(tiny_pair):
 
 def test_without_cuda_nothing_is_compiled_and_the_note_says_so(tiny_pair):
     fastpath.enable(tiny_pair.target, "cpu")
-    assert fastpath.runner(tiny_pair.target, 1, static=True) is tiny_pair.target
-    assert "static KV cache only" in fastpath.describe("cpu") and "CUDA graphs" in fastpath.describe("cpu")
+    assert tiny_pair.target not in fastpath._compiled
+    assert "lean decoder" in fastpath.describe("cpu") and "no CUDA graphs" in fastpath.describe("cpu")
+    assert "static KV cache only" in fastpath.describe("mps")
     if not torch.cuda.is_available():
         assert not fastpath.graphs_available("cuda")
 
 
-def test_knee_times_the_fast_path(tiny_pair):
+def test_knee_times_the_fast_path(tiny_pair, fast_kind):
     eager = time_passes(tiny_pair.target, device="cpu", batch=1, qs=[1, 4], kv_len=16, repeats=2)
     fast = time_passes(tiny_pair.target, device="cpu", batch=1, qs=[1, 4], kv_len=16, repeats=2, fast=True)
     assert len(fast) == len(eager) == 2 and all(t > 0 for t in fast + eager)
@@ -67,7 +80,7 @@ def test_cli_knee_prints_eager_and_fast_side_by_side(tiny_dirs, capsys):
     assert main(["knee", "--model", str(tiny_dirs[0]), "--qs", "1,2", "--repeats", "1", "--fast",
                  "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "fast path   static KV cache only" in out and "eager/fast" in out
+    assert "fast path   lean decoder" in out and "eager/fast" in out
 
 
 def test_lessons_take_the_fast_path_where_it_replays_cuda_graphs(tiny_pair, monkeypatch):

@@ -91,7 +91,7 @@ def test_cli_knee_on_a_local_model_directory(tiny, tmp_path, monkeypatch, capsys
             "--kv-len", "4", "--repeats", "1", "--json", str(out)]
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "static KV cache only" in text and "bend" in text and "eager/fast" in text
+    assert "lean decoder" in text and "bend" in text and "eager/fast" in text
     data = json.loads(out.read_text())
     assert [r["q"] for r in data["rows"]] == [1, 2, 4] and data["kv_len"] == 4
     assert data["fast"]["fast"] is True and [r["q"] for r in data["fast"]["rows"]] == [1, 2, 4]

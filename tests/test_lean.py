@@ -1,0 +1,222 @@
+"""app.lean reproduces transformers' forward: same logits (1e-4, float32) through prefill,
+incremental passes, cache rollback and batches; same greedy tokens as HF generate. Tiny random
+models are built here (no downloads); the embedded pair is checked too."""
+import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from app.lean import LeanModel, supports
+from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
+
+ATOL = 1e-4
+VOCAB = 300
+SHAPE = {"vocab_size": VOCAB, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def randomize(model, seed: int):
+    """Weights large enough that logits differ by position, non-trivial norms and biases."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                p.normal_(0, 0.1)
+            else:
+                p.normal_(0, 0.15)
+    return model.eval()
+
+
+def build(kind: str, seed: int = 0):
+    if kind == "llama-tied":
+        return randomize(LlamaForCausalLM(LlamaConfig(**SHAPE, tie_word_embeddings=True)), seed)
+    if kind == "llama-untied":
+        return randomize(LlamaForCausalLM(LlamaConfig(**SHAPE, tie_word_embeddings=False)), seed)
+    if kind == "qwen2":  # q/k/v biases
+        return randomize(Qwen2ForCausalLM(Qwen2Config(**SHAPE, tie_word_embeddings=False)), seed)
+    if kind == "mistral":
+        return randomize(MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=None)), seed)
+    raise ValueError(kind)
+
+
+KINDS = ["llama-tied", "llama-untied", "qwen2", "mistral"]
+
+
+def hf_logits(model, ids: torch.Tensor) -> torch.Tensor:
+    """Reference: one fresh HF forward of the whole sequence, no cache."""
+    with torch.inference_mode():
+        return model(input_ids=ids, use_cache=False).logits
+
+
+def check_schedule(model, batch: int = 1, seed: int = 0):
+    """Prefill 7, then +1, +3, +5; crop back by 4 and feed 2 other tokens. Each pass's logits
+    must equal the matching rows of a fresh HF forward of the accepted sequence."""
+    gen = torch.Generator().manual_seed(seed)
+    vocab = model.config.vocab_size
+    lean = LeanModel(model)
+    cache = lean.new_cache(batch, 64)
+    seq = torch.empty(batch, 0, dtype=torch.long)
+    for q in (7, 1, 3, 5, -4, 2):
+        if q < 0:
+            cache.crop(q)
+            dropped, seq = seq[:, q:], seq[:, :q]
+            assert cache.length == seq.shape[1]
+            continue
+        new = torch.randint(vocab, (batch, q), generator=gen)
+        if seq.shape[1] == 12:  # after the crop: tokens differ from the ones dropped
+            new = (dropped[:, :q] + 1 + new % (vocab - 1)) % vocab
+            assert (new != dropped[:, :q]).all()
+        got = lean.forward(new, cache)
+        seq = torch.cat([seq, new], dim=1)
+        want = hf_logits(model, seq)[:, -q:]
+        assert got.shape == (batch, q, vocab)
+        assert cache.length == seq.shape[1]
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+    assert seq.shape[1] == 14
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_logits_match_hf(kind):
+    check_schedule(build(kind))
+
+
+@pytest.mark.parametrize("kind", ["llama-tied", "qwen2"])
+def test_batch_of_two(kind):
+    check_schedule(build(kind, seed=1), batch=2, seed=3)
+
+
+def test_incremental_matches_hf_dynamic_cache():
+    """The same schedule through HF's own cache path (DynamicCache, crop(-n))."""
+    from transformers import DynamicCache
+    model = build("llama-untied", seed=2)
+    lean = LeanModel(model)
+    cache, hf_cache = lean.new_cache(1, 32), DynamicCache()
+    gen = torch.Generator().manual_seed(5)
+    for q in (6, 1, 4, -3, 2):
+        if q < 0:
+            cache.crop(q), hf_cache.crop(q)
+            continue
+        ids = torch.randint(VOCAB, (1, q), generator=gen)
+        with torch.inference_mode():
+            want = model(input_ids=ids, cache=hf_cache, use_cache=True).logits
+        torch.testing.assert_close(lean.forward(ids, cache), want, atol=ATOL, rtol=0)
+        assert cache.length == hf_cache.get_seq_length()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_greedy_matches_generate(kind):
+    model = build(kind, seed=4)
+    prompt = torch.randint(VOCAB, (1, 5), generator=torch.Generator().manual_seed(6))
+    with torch.inference_mode():
+        want = model.generate(prompt, do_sample=False, max_new_tokens=20, eos_token_id=None,
+                              pad_token_id=0)[0, 5:].tolist()
+    lean = LeanModel(model)
+    cache = lean.new_cache(1, 32)
+    logits, got = lean.forward(prompt, cache), []
+    for _ in range(20):
+        got.append(int(logits[0, -1].argmax()))
+        logits = lean.forward(torch.tensor([[got[-1]]]), cache)
+    assert got == want
+
+
+def test_holds_references_not_copies():
+    for kind in ("llama-tied", "llama-untied"):
+        model = build(kind)
+        lean = LeanModel(model)
+        assert lean.embed is model.model.embed_tokens.weight
+        assert lean.lm_head is model.lm_head.weight
+        assert lean.layers[1].down is model.model.layers[1].mlp.down_proj.weight
+        assert (lean.lm_head is lean.embed) == (kind == "llama-tied")
+
+
+def test_cache_crop_and_bounds():
+    lean = LeanModel(build("llama-tied"))
+    cache = lean.new_cache(2, 10)
+    assert cache.keys.shape == (2, 2, 2, 10, 16) and cache.length == 0
+    lean.forward(torch.zeros(2, 8, dtype=torch.long), cache)
+    cache.crop(-3)
+    assert cache.length == cache.get_seq_length() == 5
+    cache.crop(2)
+    assert cache.length == 2
+    with pytest.raises(ValueError):
+        cache.crop(3)
+    with pytest.raises(ValueError):
+        lean.forward(torch.zeros(2, 9, dtype=torch.long), cache)
+    with pytest.raises(ValueError):  # batch must match the cache's (no silent broadcast)
+        lean.forward(torch.zeros(1, 1, dtype=torch.long), cache)
+    assert cache.length == 2
+    with pytest.raises(ValueError):
+        lean.new_cache(1, SHAPE["max_position_embeddings"] + 1)
+
+
+def test_supports():
+    assert supports(LlamaConfig(**SHAPE))
+    assert supports(Qwen2Config(**SHAPE))
+    assert supports(MistralConfig(**SHAPE, sliding_window=None))
+    assert not supports(LlamaConfig(**SHAPE, rope_parameters={"rope_type": "linear", "factor": 2.0,
+                                                               "rope_theta": 10000.0}))
+    assert not supports(MistralConfig(**SHAPE, sliding_window=16))
+    assert not supports(Qwen2Config(**SHAPE, use_sliding_window=True, sliding_window=16, max_window_layers=0))
+    assert not supports(LlamaConfig(**SHAPE, hidden_act="gelu"))
+    with pytest.raises(ValueError):
+        LeanModel(MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=16)))
+
+
+def test_supports_legacy_rope_scaling():
+    cfg = LlamaConfig(**SHAPE, rope_scaling={"type": "linear", "factor": 2.0})
+    assert not supports(cfg)
+
+
+@pytest.mark.parametrize("directory", [TINY_TARGET_DIR, TINY_DRAFT_DIR], ids=["target", "draft"])
+def test_embedded_models(directory):
+    if not (directory / "model.safetensors").is_file():
+        pytest.fail(f"{directory} holds no weights (run python -m demo_models.train)")
+    model = AutoModelForCausalLM.from_pretrained(directory).eval()
+    assert supports(model.config)
+    check_schedule(model, seed=7)
+    check_schedule(model, batch=2, seed=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_matches_hf(dtype):
+    """Same casts as HF (RMSNorm, RoPE tables from the model's inv_freq buffer, which
+    model.to(dtype) rounds too): logits agree to half-precision rounding."""
+    model = build("qwen2", seed=9).to(dtype)
+    lean = LeanModel(model)
+    cache = lean.new_cache(1, 16)
+    ids = torch.randint(VOCAB, (1, 11), generator=torch.Generator().manual_seed(10))
+    got = torch.cat([lean.forward(ids[:, a:b], cache) for a, b in ((0, 6), (6, 7), (7, 11))], dim=1)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, hf_logits(model, ids))
+
+
+def test_rope_tables_equal_hf():
+    """cos/sin rows are bit-identical to LlamaRotaryEmbedding's, and the inv_freq it uses is the
+    default one computed from rope_parameters['rope_theta']."""
+    from app.lean import default_inv_freq
+    model = build("llama-tied")
+    model.config.rope_parameters["rope_theta"] = 500000.0
+    model = LlamaForCausalLM(model.config).eval()
+    lean = LeanModel(model)
+    rotary = model.model.rotary_emb
+    assert torch.equal(default_inv_freq(model.config, lean.head_dim, "cpu"), rotary.inv_freq)
+    positions = torch.tensor([[0, 1, 5, 63, 127]])
+    cos, sin = rotary(torch.zeros(1, 5, 64), positions)
+    assert torch.equal(cos[0], lean.cos[positions[0]]) and torch.equal(sin[0], lean.sin[positions[0]])
