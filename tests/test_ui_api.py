@@ -58,7 +58,8 @@ def test_decode_streams_and_matches_the_cli(client, tiny_dirs, tmp_path, capsys)
     result = job.result(timeout=300)
     updates = job.outputs()
     assert len(updates) >= 3, "the decode should stream several updates"
-    assert all(END not in u[STREAM] for u in updates[:-1]) and END in result[STREAM]
+    ended = [i for i, u in enumerate(updates) if END in u[STREAM]]  # the text, then the charts
+    assert ended == [len(updates) - 2, len(updates) - 1] and END in result[STREAM]
     expected, stdout = cli_trace(tiny_dirs, tmp_path, capsys)
     assert result[TEXT] == expected["output_text"]
     assert result[SUMMARY]["output_text"] == expected["output_text"]

@@ -119,8 +119,11 @@ def test_in_background_skips_nothing_it_must_and_reraises():
 
 def test_decode_streams_then_ends_with_marker_and_exports(tiny_pair, fake_ceilings):
     views = run_decode(tiny_pair)
-    assert len(views) >= 2
-    assert all(END not in v.stream for v in views[:-1]) and END in views[-1].stream
+    assert len(views) >= 3
+    # the end marker arrives with the finished text, then once more with the final charts
+    assert [i for i, v in enumerate(views) if END in v.stream] == [len(views) - 2, len(views) - 1]
+    assert views[-2].timeline == gr.skip() and views[-2].json_file == gr.skip()
+    assert "drawing the charts" in views[-2].status and views[-2].text == views[-1].text
     last = views[-1]
     assert last.summary["stopped"] in ("max_new_tokens", "eos")
     assert last.summary["summary"]["flops"] > 0

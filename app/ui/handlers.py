@@ -364,8 +364,12 @@ class _Run:
         self.start = time.perf_counter()
         self.next_charts = self.start + CHART_EVERY_S
 
-    def view(self, trace: Trace, phase: str, finished: bool = False) -> View:
-        skip, charts = gr.skip(), finished or time.perf_counter() >= self.next_charts
+    def view(self, trace: Trace, phase: str, finished: bool = False, charts: bool | None = None) -> View:
+        """The stream, status and text; the charts too when finished or due (charts=None), or
+        as `charts` says."""
+        skip = gr.skip()
+        if charts is None:
+            charts = finished or time.perf_counter() >= self.next_charts
         view = View(stream=stream_html(trace, finished), status=status_line(trace, self.req, phase),
                     timeline=skip, roofline=skip, stats=skip, text=plain_text(trace),
                     summary=skip, step=skip, json_file=skip, csv_file=skip, record=skip)
@@ -475,6 +479,9 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
     try:
         for trace in frames:
             yield state.view(trace, _phase(trace, req))
+        # the finished text first (the end marker: every token is on the page), then the final
+        # charts, stats and exports, which take a few hundred ms to draw and write
+        yield state.view(trace, end_phase(trace) + " · drawing the charts", finished=True, charts=False)
         yield state.final(trace, end_phase(trace))
     except Exception as exc:  # a failure mid-run: end the stream visibly, then say why
         yield from _failed(state, trace, req, exc)
