@@ -71,6 +71,9 @@ def test_five_for_one_times_the_requested_passes(tiny_pair):
     from app.knee import KneeRow
     assert r.bend == find_bend([KneeRow(**row) for row in r.knee["rows"]])
     assert isinstance(figures.knee_lesson_figure(d), go.Figure)
+    # on a CPU the lesson says whether the knee is visible, from t(8)/t(1) of these rows
+    assert d["regime"]["q"] == 8 and d["regime"]["ratio"] == pytest.approx(r.ratio_at(8), rel=1e-2)
+    assert d["regime"]["label"] in r.headline()
 
 
 def test_five_for_one_rejects_passes_longer_than_the_model(tiny_pair):

@@ -30,6 +30,7 @@ class FiveForOneResult:
     bend: int | None
     bend_ratio: float
     knee: dict
+    regime: dict | None = None  # app.cpu_regime's verdict from these rows (on a CPU)
 
     def ratio_at(self, q: int) -> float | None:
         return self.ratios[self.qs.index(q)] if q in self.qs else None
@@ -39,7 +40,8 @@ class FiveForOneResult:
         five = f"t(5)/t(1) = **{r5:.2f}×**" if r5 is not None else "q = 5 not measured"
         bend = f"the curve bends at q = **{self.bend}**" if self.bend else \
             f"no bend up to q = {self.qs[-1]} (t(q)/t(1) ≤ {self.bend_ratio})"
-        return f"Measured: {five}; {bend}. Prediction (memory-bound pass): t(q)/t(1) ≈ 1 for small q."
+        regime = f" **CPU regime:** {self.regime['explanation']}" if self.regime else ""
+        return f"Measured: {five}; {bend}. Prediction (memory-bound pass): t(q)/t(1) ≈ 1 for small q.{regime}"
 
     def summary(self) -> list[str]:
         lines = [f"model {self.model}, KV cache {self.knee['kv_len']} tokens"]
@@ -50,7 +52,7 @@ class FiveForOneResult:
     def to_dict(self) -> dict:
         return {"lesson": "knee", "model": self.model, "qs": self.qs, "seconds": self.seconds,
                 "ratios": self.ratios, "ratio_at_5": self.ratio_at(5), "bend": self.bend,
-                "bend_ratio": self.bend_ratio, "knee": self.knee}
+                "bend_ratio": self.bend_ratio, "knee": self.knee, "regime": self.regime}
 
 
 def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, ceilings=None,
@@ -74,7 +76,12 @@ def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, cei
                         fast=use_by_default(pair.device), progress=part(progress, 0.2, 1.0))
     knee.batch_rows = []  # gamma=0 adds a q=1 batch row we do not use
     seconds = [r.seconds for r in knee.rows]
+    regime = None
+    if pair.device == "cpu":  # is the knee hidden by the CPU's matrix-product path? (app.cpu_regime)
+        from app.cpu_regime import from_times
+        found = from_times({r.q: r.seconds for r in knee.rows}, ceilings.device_name)
+        regime = found.to_dict() if found else None
     return FiveForOneResult(model=pair_label(pair), qs=list(qs), seconds=seconds,
                             ratios=knee.relative(), bend=knee.bend, bend_ratio=knee.bend_ratio,
-                            knee=knee.to_dict())
+                            knee=knee.to_dict(), regime=regime)
 
