@@ -21,6 +21,7 @@ and `python -m app bench --fast` time eager and fast side by side).
 """
 from __future__ import annotations
 
+import sys
 import weakref
 
 import torch
@@ -29,6 +30,7 @@ from app import lean
 
 COMPILED_MAX_Q = 17  # the widest verify pass (MAX_GAMMA + 1); longer passes (prefills) run eagerly
 _compiled: "weakref.WeakKeyDictionary[torch.nn.Module, object]" = weakref.WeakKeyDictionary()
+failed: list[str] = []  # compiler errors seen (the fast path fell back to eager for that model)
 _lean: "weakref.WeakKeyDictionary[torch.nn.Module, lean.LeanModel]" = weakref.WeakKeyDictionary()
 
 
@@ -83,5 +85,14 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Ten
     input_ids [batch, q] -> logits [batch, q, vocab]."""
     if isinstance(cache, lean.LeanCache):
         return _lean[model](input_ids, cache)
-    run = _compiled.get(model, model) if input_ids.shape[1] <= COMPILED_MAX_Q else model
-    return run(input_ids=input_ids, cache=cache, use_cache=True).logits
+    kw = {"input_ids": input_ids, "cache": cache, "use_cache": True}
+    compiled = _compiled.get(model) if input_ids.shape[1] <= COMPILED_MAX_Q else None
+    if compiled is not None:
+        try:
+            return compiled(**kw).logits
+        except Exception as exc:  # noqa: BLE001 - a compiler failure must not end the decode
+            failed.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+            _compiled.pop(model, None)  # run this model eagerly from now on (static cache kept)
+            print(f"speclab: torch.compile failed, the fast path continues without CUDA graphs: "
+                  f"{failed[-1]}", file=sys.stderr)
+    return model(**kw).logits

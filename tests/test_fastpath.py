@@ -102,3 +102,18 @@ def test_lessons_take_the_fast_path_where_it_replays_cuda_graphs(tiny_pair, monk
     common.decode(tiny_pair, ids, DecodeSettings(max_new_tokens=4))
     policies.measure_costs(tiny_pair, 1, 8, repeats=1)
     assert seen == [False, True] and timed[-1] is True
+
+
+def test_a_compiler_failure_falls_back_to_the_eager_pass(tiny_pair, monkeypatch):
+    """Where torch.compile breaks (a CUDA-only path, simulated here), the pass runs eagerly on
+    the same static cache, the decode continues with the same tokens, and stderr says why."""
+    monkeypatch.setattr(lean, "supports", lambda config: False)  # a StaticCache, as on CUDA
+
+    def broken(**kw):
+        raise RuntimeError("inductor exploded\nlong trace")
+    monkeypatch.setitem(fastpath._compiled, tiny_pair.target, broken)
+    eager = DecodeSettings(gamma=3, max_new_tokens=12)
+    fast = DecodeSettings(gamma=3, max_new_tokens=12, fast=True)
+    assert tokens(tiny_pair, fast) == tokens(tiny_pair, eager)
+    assert fastpath.failed[-1] == "RuntimeError: inductor exploded"
+    assert tiny_pair.target not in fastpath._compiled

@@ -143,3 +143,23 @@ def test_cli_says_how_to_get_the_flagship_when_it_falls_back(monkeypatch, capsys
     pair = cli.load_cli_pair(args)
     assert pair.target_id.endswith("tiny/target")
     assert presets.FLAGSHIP_HINT in capsys.readouterr().err
+
+
+@needs_package
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
+def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkeypatch, tmp_path):
+    """`python -m demo_models.evaluate --pair smollm2 --quick`: real (small) measurements, read
+    back by the model-card generator."""
+    import json
+    from demo_models import card_smollm2, evaluate
+    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))
+    out = tmp_path / "eval.json"
+    result = evaluate.main(["--pair", "smollm2", "--quick", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    assert 0 < result["own_samples_T=0.7"]["alpha"] <= 1 and result["own_samples_T=0.7"]["positions"] > 0
+    assert 0 < result["cost"]["c"] < 1 and result["greedy_identical"] is True
+    assert result["best_greedy"]["gamma"] in (1, 2, 3, 4, 6) and result["regime"]["q"] == 8
+    train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
+    card = card_smollm2.CARD.format(**card_smollm2.values(train, [result, None]))
+    assert f"{result['cost']['c']:.3f}" in card and "{" not in card
