@@ -62,6 +62,13 @@ def describe(device: str) -> str:
             "still launch from Python (measure it: python -m app knee --fast)")
 
 
+def label(device: str) -> str:
+    """A few words for a status line: what the fast path is on this device."""
+    if graphs_available(device):
+        return "static cache + CUDA graphs"
+    return "lean decoder" if torch.device(device).type == "cpu" else "static cache, no CUDA graphs"
+
+
 def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1):
     """The fast path's cache for `model`: a LeanCache where app.lean runs it, else a
     transformers StaticCache of max_len positions."""

@@ -163,3 +163,25 @@ def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkey
     train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
     card = card_smollm2.CARD.format(**card_smollm2.values(train, [result, None]))
     assert f"{result['cost']['c']:.3f}" in card and "{" not in card
+
+
+@needs_package
+def test_lean_decoder_reproduces_smollm2(first_load):
+    """The CPU fast path (app.lean) on the real 30-layer GQA model: same logits as transformers
+    through a prefill and an incremental pass, and the same greedy tokens."""
+    import torch
+    from transformers import DynamicCache
+
+    from app.lean import LeanModel, supports
+    model, tok = first_load[3], first_load[4]
+    assert supports(model.config)
+    ids = validation.prompt_ids(tok, "Name three colours.", 8192, 16, chat=True)
+    x = torch.tensor([ids])
+    lean = LeanModel(model)
+    cache, ref_cache = lean.new_cache(1, len(ids) + 8), DynamicCache()
+    with torch.inference_mode():
+        ref = model(input_ids=x[:, :-3], cache=ref_cache, use_cache=True).logits
+        assert torch.allclose(lean(x[:, :-3], cache), ref, atol=2e-3)
+        ref = model(input_ids=x[:, -3:], cache=ref_cache, use_cache=True).logits
+        got = lean(x[:, -3:], cache)
+    assert torch.allclose(got, ref, atol=2e-3) and torch.equal(got.argmax(-1), ref.argmax(-1))

@@ -17,9 +17,10 @@ from app.validation import InputError
 
 DATA = Path(__file__).parent / "data" / "trace_small.json"
 END = 'id="stream-end"'
-# prompt, preset, drafter, gamma, depth policy, temperature, top-p, top-k, seed, max new, device, fast, baseline
+# prompt, preset, drafter, gamma, depth policy, temperature, top-p, top-k, seed, max new, device, fast,
+# baseline, prompt mode
 GOOD = ("It is a truth universally acknowledged", "embedded", "model", 4, "fixed", 0.0, 1.0, 0, 0,
-        12, "cpu", False, False)
+        12, "cpu", False, False, "auto")
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def run_decode(pair, inputs=GOOD, request=None):
 
 def with_(**changes):
     names = ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p", "top_k",
-             "seed", "max_new_tokens", "device", "fast_path", "baseline")
+             "seed", "max_new_tokens", "device", "fast_path", "baseline", "prompt_mode")
     values = dict(zip(names, GOOD)) | changes
     return tuple(values[n] for n in names)
 
@@ -201,3 +202,22 @@ def test_progress_is_reported_even_by_a_falsy_tracker(tiny_pair, fake_ceilings):
     tracker = Tracker()
     list(handlers.decode(GOOD, loader=lambda *a, **k: tiny_pair, progress=tracker))
     assert any("loading model pair" in d for d in tracker)
+
+
+@pytest.mark.parametrize("mode,templated", [("auto", True), ("chat", True), ("continue", False)])
+def test_prompt_mode_sends_the_prompt_through_the_chat_template_or_not(tiny_pair, fake_ceilings,
+                                                                       monkeypatch, mode, templated):
+    monkeypatch.setattr(tiny_pair.tokenizer, "chat_template",
+                        "{% for m in messages %}<user>{{ m['content'] }}</user>{% endfor %}<bot>", raising=False)
+    last = run_decode(tiny_pair, with_(prompt_mode=mode, max_new_tokens=3))[-1]
+    shown = tiny_pair.tokenizer.decode(last.record.trace.prompt_ids)
+    assert shown.startswith("<user>") == templated and ("<bot>" in shown) == templated
+
+
+def test_fast_path_checkbox_reaches_the_engine(tiny_pair, fake_ceilings):
+    last = run_decode(tiny_pair, with_(fast_path=True, max_new_tokens=6))[-1]
+    assert last.record.trace.settings["fast"] is True and "fast path: lean decoder" in last.status
+    eager = run_decode(tiny_pair, with_(max_new_tokens=6))[-1]
+    assert last.text == eager.text
+    with pytest.raises(gr.Error, match="prompt mode"):
+        next(handlers.decode(with_(prompt_mode="poem"), loader=lambda *a, **k: pytest.fail("loaded")))

@@ -263,9 +263,8 @@ def status_line(trace: Trace, req: DecodeRequest, phase: str) -> str:
     """One Markdown line: what is running where, and how far it got (no user text in it)."""
     where = f"{trace.device.get('device', '?')}, {trace.device.get('dtype', '?')}"
     done = f"{len(trace.output_ids)} tokens in {len(trace.steps)} steps"
-    graphs = str(trace.device.get("device", "")).startswith("cuda")
-    note = (" · fast path: static cache + CUDA graphs" if graphs else " · fast path: static cache only (no CUDA graphs here)") \
-        if req.fast_path else ""
+    from app.fastpath import label
+    note = f" · fast path: {label(trace.device['device'])}" if req.fast_path and trace.device.get("device") else ""
     return f"**{phase}** · {where} · {done}{note}"
 
 
