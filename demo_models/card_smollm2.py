@@ -54,7 +54,13 @@ reply and corpus position (forward KL up to a constant and the tail mass), AdamW
 {peak_lr}, cosine schedule over steps or the time cap, batches of {batch} replies + {corpus_per_batch}
 corpus windows. {steps_done} steps in {train_minutes} min on {train_threads} CPU threads.
 Held-out α bound (T = 1, top-{top_k} only, reply positions of held-out prompts) during training:
-{curve}.
+{curve}; the checkpoint of step {saved_step} is the one saved.
+
+Calibration (`python -m demo_models.distill_smollm2 calibrate`): one scalar, the scale of the
+draft's logits, folded into its final norm weight and chosen on the same held-out prompts to
+maximise the α bound at T = 0.7: scale {scale}, α bound at T = 0.7 {cal_07}, at T = 1 {cal_1}
+(scale 1 → chosen). Greedy drafts do not change (the argmax does not move), and speculative
+sampling stays exact for any draft distribution; only how often drafts are accepted changes.
 
 ## Evaluation (python -m demo_models.evaluate --pair smollm2)
 
@@ -105,6 +111,15 @@ def _speed_table(evs: list[dict | None]) -> str:
     return "\n".join(lines)
 
 
+def _calibration(train: dict) -> dict:
+    cal = train.get("calibration")
+    if not cal:
+        return {"scale": "1 (not calibrated)", "cal_07": "—", "cal_1": "—"}
+    by, s = cal["alpha_bound_by_scale"], str(cal["scale"])
+    return {"scale": cal["scale"], "cal_07": f"{by['T=0.7']['1.0']} → {by['T=0.7'][s]}",
+            "cal_1": f"{by['T=1.0']['1.0']} → {by['T=1.0'][s]}"}
+
+
 def values(train: dict, evs: list[dict | None]) -> dict:
     cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
     data = train["data"]
@@ -124,6 +139,7 @@ def values(train: dict, evs: list[dict | None]) -> dict:
         "train_minutes": f"{train['seconds'] / 60:.0f}", "train_threads": train["threads"],
         "curve": ", ".join(f"step {r['step']}: {r['heldout_alpha_topk']:.3f}" for r in train["curve"]
                            if "heldout_alpha_topk" in r) + f"; final {train['heldout_alpha_topk']:.3f}",
+        "saved_step": train["saved_step"], **_calibration(train),
         "cpu": first["regime"]["device_name"], "eval_threads": first["threads"], "torch": first["torch"],
         "eval_rows": _alpha_rows(evs),
         "identical": "yes" if all(ev["greedy_identical"] for ev in evs if ev) else "NO",

@@ -2,6 +2,7 @@
 
     MKL_CBWR=AVX512 python -m demo_models.distill_smollm2 data    # teacher outputs, cached once
     MKL_CBWR=AVX512 python -m demo_models.distill_smollm2 train   # the draft, time-capped
+    python -m demo_models.distill_smollm2 calibrate               # one scalar: its logit scale
     python -m demo_models.evaluate --pair smollm2                 # alpha, c, speed-up
 
 Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
@@ -221,6 +222,51 @@ def heldout_alpha(draft, held: list[dict], pad: int) -> float:
     return round(torch.cat(alphas).mean().item(), 4)
 
 
+@torch.no_grad()
+def alpha_by_scale(draft, held: list[dict], pad: int, temperature: float, scales) -> dict[float, float]:
+    """Held-out alpha bound at `temperature` (sum over the teacher's top-K of min(p_T, q_T))
+    when the draft's logits are multiplied by each s in `scales`: p_T is the teacher's top-K
+    distribution tempered (p^(1/T), renormalised), q_T = softmax(s * draft logits / T)."""
+    draft.eval()
+    sums = {s: [] for s in scales}
+    for i in range(0, len(held), 8):
+        ids, mask, pos, tk_ids, p_target = collate(held[i:i + 8], pad)
+        h = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state.flatten(0, 1)[pos]  # [n, d]
+        logits = draft.lm_head(h).float()                                  # [n, vocab]
+        p_t = p_target ** (1 / temperature)
+        p_t = p_t / p_t.sum(-1, keepdim=True)                              # [n, K]
+        for s in scales:
+            q_t = F.softmax(logits * (s / temperature), -1).gather(1, tk_ids)  # [n, K]
+            sums[s].append(torch.minimum(p_t, q_t).sum(-1))
+    return {s: round(torch.cat(v).mean().item(), 4) for s, v in sums.items()}
+
+
+def calibrate(args) -> None:
+    """Fit one scalar to the saved draft: the scale of its logits (folded into its final norm
+    weight) that maximises the held-out alpha bound at T = 0.7. Greedy drafts are unchanged (the
+    argmax does not move); any q is exact for speculative sampling, so this only changes how
+    often drafts are accepted. Held-out prompts [0, HELDOUT_FOR_TRAINING) as in training."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    draft = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(out)
+    held = torch.load(cache_dir(args.cache) / "heldout.pt")
+    scales = [round(0.7 + 0.1 * i, 2) for i in range(11)]  # 0.7 .. 1.7
+    table = {f"T={t}": alpha_by_scale(draft, held, tok.pad_token_id, t, scales) for t in (0.7, 1.0)}
+    best = max(scales, key=lambda s: table["T=0.7"][s])
+    with torch.no_grad():
+        draft.model.norm.weight.mul_(best)
+    print(f"logit scale {best}: held-out alpha bound T=0.7 {table['T=0.7'][1.0]} -> {table['T=0.7'][best]}, "
+          f"T=1 {table['T=1.0'][1.0]} -> {table['T=1.0'][best]}")
+    log = json.loads((out / "train_log.json").read_text())
+    log["calibration"] = {"command": "python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
+                          "scale": best, "alpha_bound_by_scale": {k: {str(s): a for s, a in v.items()}
+                                                                  for k, v in table.items()}}
+    draft.half().save_pretrained(out)
+    (out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
+
+
 def lr_at(step: int, steps: int, elapsed: float, cap: float, peak: float, warmup: int = 30) -> float:
     """Linear warm-up, then cosine decay to 10% of the peak over the steps or the time cap,
     whichever runs out first (so a slow CPU still ends its schedule at the cap)."""
@@ -293,7 +339,7 @@ def save_draft(draft, tok, args, log: dict) -> None:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["data", "train"])
+    ap.add_argument("stage", choices=["data", "train", "calibrate"])
     ap.add_argument("--cache", help="teacher-output directory (default: <speclab cache>/smollm2-teacher)")
     ap.add_argument("--out", default=str(DRAFT_DIR))
     ap.add_argument("--corpus", nargs="+", default=["../shared/corpus/austen.txt",
@@ -314,7 +360,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    (make_data if args.stage == "data" else train_draft)(args)
+    {"data": make_data, "train": train_draft, "calibrate": calibrate}[args.stage](args)
 
 
 if __name__ == "__main__":
