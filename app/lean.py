@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")
+HEAD_T_MIN_VOCAB = 16384  # vocabularies from this size get a transposed copy of the output matrix
 
 
 def rope_parameters(config) -> dict:
@@ -163,6 +164,10 @@ class LeanModel:
         self.layers = [_Layer.of(layer) for layer in base.layers[: config.num_hidden_layers]]
         self.norm = base.norm.weight                               # [hidden]
         self.lm_head, self.lm_head_bias = hf_model.lm_head.weight, hf_model.lm_head.bias  # [vocab, hidden]
+        # The one copy: the output matrix transposed, [hidden, vocab]. On this CPU a one-row
+        # product with the [vocab, hidden] layout ran 2-3x slower for a 49,152-token vocabulary
+        # (SmolLM2's head: 10.3 vs 5.3 ms; the distilled draft's: 6.1 vs 1.9 ms, 2 threads).
+        self.lm_head_t = self.lm_head.detach().T.contiguous() if self.lm_head.shape[0] >= HEAD_T_MIN_VOCAB else None
         self.eps = base.norm.variance_epsilon
         self.head_dim, self.scaling = attn.head_dim, attn.scaling
         self.kv_heads = config.num_key_value_heads
@@ -204,7 +209,15 @@ class LeanModel:
             x = x + self._attention(w, rms_norm(x, w.norm1, self.eps), cache, i, cos, sin, mask)
             x = x + self._mlp(w, rms_norm(x, w.norm2, self.eps))
         cache.length = start + q
-        return F.linear(rms_norm(x, self.norm, self.eps), self.lm_head, self.lm_head_bias)
+        return self._logits(rms_norm(x, self.norm, self.eps))
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        """h [batch, q, hidden] -> logits [batch, q, vocab]; one- and two-row passes (decode,
+        drafts) use the transposed copy, wider ones (verify, prefill) the shared weight."""
+        if self.lm_head_t is None or h.shape[0] * h.shape[1] > 2:
+            return F.linear(h, self.lm_head, self.lm_head_bias)
+        logits = h @ self.lm_head_t
+        return logits if self.lm_head_bias is None else logits + self.lm_head_bias
 
     __call__ = forward
 

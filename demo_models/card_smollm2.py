@@ -1,7 +1,7 @@
 """Write the flagship draft's model card (demo_models/smollm2_draft/README.md) from its logs:
 train_log.json (demo_models.distill_smollm2 train, with the teacher-data log inside) and
-eval.json / eval_mkl_avx512.json (python -m demo_models.evaluate --pair smollm2, without and with
-MKL_CBWR=AVX512). Every number in the card is one those commands wrote.
+eval.json / eval_mkl_avx512.json / eval_mkl_avx512_fast.json (python -m demo_models.evaluate
+--pair smollm2: as installed, with MKL_CBWR=AVX512, and with it on the fast path, --fast). Every number in the card is one those commands wrote.
 
     python -m demo_models.card_smollm2
 """
@@ -11,6 +11,7 @@ import json
 
 from demo_models import SMOLLM2_DRAFT_DIR
 
+EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json")
 CARD = """# SmolLM2-135M-Instruct draft — model card
 
 <!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
@@ -67,11 +68,11 @@ sampling stays exact for any draft distribution; only how often drafts are accep
 On held-out chat prompts; CPU: {cpu}, {eval_threads} threads, torch {torch}. α is the mean over
 the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et al. 2023).
 
-| | torch's MKL as installed | `MKL_CBWR=AVX512` |
-|---|---|---|
+| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) |
+|---|---|---|---|
 {eval_rows}
 
-Greedy speculative output was identical to plain greedy decoding for every γ in both runs: {identical}.
+Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
 The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
 
 Speed at each γ (tokens/s, speculative ÷ plain in the same run):
@@ -96,7 +97,8 @@ def _alpha_rows(evs: list[dict | None]) -> str:
 
 
 def _speed_table(evs: list[dict | None]) -> str:
-    lines = ["| decoding | greedy | T = 0.7 | greedy, MKL_CBWR | T = 0.7, MKL_CBWR |", "|---|---|---|---|---|"]
+    lines = ["| decoding | greedy | T = 0.7 | greedy, MKL_CBWR | T = 0.7, MKL_CBWR | greedy, MKL_CBWR, fast "
+             "| T = 0.7, MKL_CBWR, fast |", "|---|---|---|---|---|---|---|"]
     first = next(ev for ev in evs if ev)
     for key in first["speed_greedy"]:
         cells = []
@@ -149,7 +151,7 @@ def values(train: dict, evs: list[dict | None]) -> dict:
 def main() -> None:
     train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
     evs = []
-    for name in ("eval.json", "eval_mkl_avx512.json"):
+    for name in EVALS:
         path = SMOLLM2_DRAFT_DIR / name
         evs.append(json.loads(path.read_text()) if path.is_file() else None)
     (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs)))

@@ -1,7 +1,8 @@
 """Evaluate the flagship pair: SmolLM2-135M-Instruct (Q4 GGUF, dequantised) + its distilled draft.
 
     python -m demo_models.evaluate --pair smollm2 [--quick]
-    MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2 --out demo_models/smollm2_draft/eval_mkl_avx512.json
+    MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2          # -> eval_mkl_avx512.json
+    MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2 --fast   # -> eval_mkl_avx512_fast.json
 
 Held-out chat prompts only (demo_models.prompts.HELDOUT_TOPICS: topics the draft never saw the
 target answer), each through the chat template exactly as the app sends it. Reports, measured
@@ -66,7 +67,7 @@ def best(speed: dict) -> dict:
 
 
 def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_tokens=64, rounds=1,
-             seed=0) -> dict:
+             seed=0, fast=False) -> dict:
     from app.cpu_regime import probe
     from app.hardware import device_info
     result = {"prompts": "held-out chat prompts (demo_models/prompts.py: HELDOUT_TOPICS, past the first 48)"}
@@ -74,11 +75,11 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     for t in (0.7, 1.0):
         own = own_samples(pair, prompts[:samples_n], t, sample_tokens, seed)
         result[f"own_samples_T={t}"] = reply_alpha(pair, own, [len(p) for p in prompts[:samples_n]], t)
-    result["cost"] = cost_ratio(pair)
+    result["cost"] = cost_ratio(pair, fast=fast)
     regime = probe(pair.target, pair.device, device_info(pair.device)["name"])
     result["regime"] = regime.to_dict()
     for name, temperature in (("greedy", 0.0), ("T=0.7", 0.7)):
-        table = speeds(pair, prompts[:speed_prompts], temperature, speed_tokens, rounds, GAMMAS)
+        table = speeds(pair, prompts[:speed_prompts], temperature, speed_tokens, rounds, GAMMAS, fast)
         result[f"speed_{name}"] = table
         result[f"best_{name}"] = best(table)
     alpha = result["own_samples_T=0.7"]["alpha"]
@@ -89,7 +90,7 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     return result
 
 
-def main(out: str | None, quick: bool) -> dict:
+def main(out: str | None, quick: bool, fast: bool = False) -> dict:
     import json
     from pathlib import Path
 
@@ -98,12 +99,13 @@ def main(out: str | None, quick: bool) -> dict:
     kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16} if quick else {}
     t0 = time.time()
     result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
-              "mkl_cbwr": os.environ.get("MKL_CBWR"), "target_params": pair.info["target_params"],
+              "mkl_cbwr": os.environ.get("MKL_CBWR"), "fast_path": fast, "target_params": pair.info["target_params"],
               "draft_params": pair.info["draft_params"], "target_weights": pair.info["weights"],
-              **evaluate(pair, **kw)}
+              **evaluate(pair, fast=fast, **kw)}
     result["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(result, indent=1))
     suffix = "_mkl_" + os.environ["MKL_CBWR"].lower() if os.environ.get("MKL_CBWR") else ""
+    suffix += "_fast" if fast else ""
     path = Path(out) if out else SMOLLM2_DRAFT_DIR / f"eval{suffix}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -161,7 +161,7 @@ def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkey
     assert 0 < result["cost"]["c"] < 1 and result["greedy_identical"] is True
     assert result["best_greedy"]["gamma"] in (1, 2, 3, 4, 6) and result["regime"]["q"] == 8
     train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
-    card = card_smollm2.CARD.format(**card_smollm2.values(train, [result, None]))
+    card = card_smollm2.CARD.format(**card_smollm2.values(train, [result, None, None]))
     assert f"{result['cost']['c']:.3f}" in card and "{" not in card
 
 
@@ -182,6 +182,10 @@ def test_lean_decoder_reproduces_smollm2(first_load):
     with torch.inference_mode():
         ref = model(input_ids=x[:, :-3], cache=ref_cache, use_cache=True).logits
         assert torch.allclose(lean(x[:, :-3], cache), ref, atol=2e-3)
-        ref = model(input_ids=x[:, -3:], cache=ref_cache, use_cache=True).logits
-        got = lean(x[:, -3:], cache)
+        ref = model(input_ids=x[:, -3:-1], cache=ref_cache, use_cache=True).logits
+        got = lean(x[:, -3:-1], cache)
+        assert torch.allclose(got, ref, atol=2e-3) and torch.equal(got.argmax(-1), ref.argmax(-1))
+        ref = model(input_ids=x[:, -1:], cache=ref_cache, use_cache=True).logits  # one row: the
+        got = lean(x[:, -1:], cache)                                             # transposed head
+    assert lean.lm_head_t is not None
     assert torch.allclose(got, ref, atol=2e-3) and torch.equal(got.argmax(-1), ref.argmax(-1))

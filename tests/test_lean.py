@@ -220,3 +220,21 @@ def test_rope_tables_equal_hf():
     positions = torch.tensor([[0, 1, 5, 63, 127]])
     cos, sin = rotary(torch.zeros(1, 5, 64), positions)
     assert torch.equal(cos[0], lean.cos[positions[0]]) and torch.equal(sin[0], lean.sin[positions[0]])
+
+
+def test_transposed_output_matrix_gives_the_same_logits(monkeypatch):
+    """Large vocabularies get a [hidden, vocab] copy of the output matrix for 1-2 row passes
+    (faster on CPU); forced on here for a small model, the logits stay HF's."""
+    import app.lean as lean_module
+    monkeypatch.setattr(lean_module, "HEAD_T_MIN_VOCAB", 1)
+    model = build("llama-untied")
+    lean = LeanModel(model)
+    assert lean.lm_head_t is not None and lean.lm_head_t.shape == (SHAPE["hidden_size"], VOCAB)
+    ids = torch.randint(0, VOCAB, (1, 9), generator=torch.Generator().manual_seed(0))
+    cache = lean.new_cache(1, 16)
+    with torch.inference_mode():
+        expected = model(input_ids=ids).logits
+        lean(ids[:, :7], cache)
+        one = lean(ids[:, 7:8], cache)
+        two = lean(ids[:, 8:9], cache)
+    assert torch.allclose(torch.cat([one, two], 1), expected[:, 7:9], atol=ATOL)
