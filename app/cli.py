@@ -108,7 +108,7 @@ def cmd_generate(args) -> int:
                                    top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
                                    drafter=args.drafter, fast=getattr(args, "fast", False))
     pair = load_cli_pair(args)
-    chat = args.chat if args.chat is not None else bool(getattr(pair.tokenizer, "chat_template", None))
+    chat = args.chat if args.chat is not None else validation.has_chat_template(pair.tokenizer)
     ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens, chat)
     tty, shown = sys.stdout.isatty(), 0
     sys.stdout.write(args.prompt + ("\n" if chat else ""))

@@ -60,10 +60,10 @@ class Regime:
 def from_times(seconds_by_q: dict[int, float], device_name: str) -> Regime | None:
     """The regime from measured pass times {q: seconds} (one batch, one KV length); None
     without t(1) and at least one q > 1."""
-    wider = [q for q in seconds_by_q if 1 < q <= PROBE_Q] or [q for q in seconds_by_q if q > 1]
+    wider = [q for q in seconds_by_q if q > 1]
     if 1 not in seconds_by_q or not wider or seconds_by_q[1] <= 0:
         return None
-    q = max(wider) if max(wider) <= PROBE_Q else min(wider)
+    q = max((q for q in wider if q <= PROBE_Q), default=min(wider))
     ratio = seconds_by_q[q] / seconds_by_q[1]
     import torch
     return Regime(q=q, ratio=round(ratio, 3), visible=ratio <= BEND_RATIO, device_name=device_name,

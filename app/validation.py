@@ -80,13 +80,18 @@ def device(name, choices) -> str:
     raise InputError(f"device {name!r} is not available here: choose one of {', '.join(choices)}")
 
 
+def has_chat_template(tokenizer) -> bool:
+    """Whether the tokenizer can wrap a prompt as a chat turn (instruction-tuned models)."""
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
 def prompt_ids(tokenizer, prompt, context: int, max_new_tokens: int, chat: bool = False) -> list[int]:
     """Tokenise the prompt; it must be non-empty, at most MAX_PROMPT_CHARS characters, and leave
     room for max_new_tokens (plus the gamma + 1 positions of a verify pass) in the context.
     chat=True sends it as one user message through the tokenizer's chat template with the
     assistant turn opened (ignored when the tokenizer has no template: plain continuation)."""
     prompt_text(prompt)
-    if chat and getattr(tokenizer, "chat_template", None):
+    if chat and has_chat_template(tokenizer):
         prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                                add_generation_prompt=True)
     ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"])

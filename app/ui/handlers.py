@@ -439,7 +439,7 @@ def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
              + (" (the first load dequantises the 4-bit GGUF: ~40 s, once)" if gguf else ""))
     pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
     # an instruction-tuned target answers a user turn; the others continue the text
-    chat = req.prompt_mode == "chat" or (req.prompt_mode == "auto" and has_chat_template(pair.tokenizer))
+    chat = req.prompt_mode == "chat" or (req.prompt_mode == "auto" and validation.has_chat_template(pair.tokenizer))
     ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, chat)
     if not annotate.known(pair.device, pair.dtype):
         progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
@@ -450,10 +450,6 @@ def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
         progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?")
         regime = cpu_regime.probe(pair.target, pair.device, ceilings.device_name)
     return pair, ids, ceilings, regime
-
-
-def has_chat_template(tokenizer) -> bool:
-    return bool(getattr(tokenizer, "chat_template", None))
 
 
 def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
