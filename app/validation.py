@@ -69,8 +69,8 @@ def preset(name) -> str:
     if isinstance(name, str) and name in PRESETS:
         return name
     shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
-    raise InputError(f"unknown model pair {shown}: choose one of {', '.join(PRESETS)} "
-                     "(the app loads presets only, not paths or other model ids)")
+    raise InputError(f"unknown model pair {shown} (the app loads presets only, not paths or other "
+                     f"model ids): choose one of {', '.join(PRESETS)}")
 
 
 def device(name, choices) -> str:

@@ -32,6 +32,7 @@ def test_probe_times_the_model_once_per_setting(tiny_pair, monkeypatch):
     from app import knee
     original = knee.time_passes
     monkeypatch.setattr(knee, "time_passes", lambda *a, **k: calls.append(k["qs"]) or original(*a, **k))
+    cpu_regime._probes.pop(tiny_pair.target, None)  # the shared fixture may have been probed already
     first = cpu_regime.probe(tiny_pair.target, "cpu", "test cpu")
     again = cpu_regime.probe(tiny_pair.target, "cpu", "test cpu")
     assert calls == [[1, cpu_regime.PROBE_Q]] and first is again

@@ -97,7 +97,7 @@ def _point_trace(phase: str, passes: list[ForwardTiming]) -> go.Scatter:
         meta={"role": "forward", "phase": phase})
 
 
-def _wrap(text: str, width: int = 95) -> str:
+def _wrap(text: str, width: int = 60) -> str:
     """Plotly annotations do not wrap: break the (HTML-escaped) text into <br>-joined lines."""
     import html
     import textwrap
