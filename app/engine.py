@@ -64,7 +64,7 @@ def make_drafter(pair: ModelPair, kind: str, max_len: int | None = None):
     """max_len: give the draft model a static cache of that many positions (the fast path)."""
     if kind == "model" and pair.draft is not None:
         return ModelDrafter(pair.draft, pair.device, max_len)
-    if kind == "model":  # a pair without a draft model (the GGUF flagship) drafts by lookup
+    if kind == "model":  # a pair loaded without a draft model drafts by lookup
         kind = "ngram"
     if kind == "ngram":
         return NgramDrafter(pair.vocab)
