@@ -38,7 +38,7 @@ from app import annotate, cpu_regime
 from app.validation import InputError
 from demo_models.presets import PRESETS
 
-FRAME_S = 0.1        # at most ten updates a second: enough for the eye, cheap for the decode
+FRAME_S = 0.25       # at most four updates a second: enough for the eye, cheap for the decode
 CHART_EVERY_S = 1.0  # charts (and live stats) redrawn at most this often while decoding...
 CHART_COST_X = 20    # ...and at most 1/20 of the time goes into drawing them
 CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound")
