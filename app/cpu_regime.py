@@ -70,6 +70,11 @@ def from_times(seconds_by_q: dict[int, float], device_name: str) -> Regime | Non
                   mkl_cbwr=os.environ.get("MKL_CBWR") or None, mkl=torch.backends.mkl.is_available())
 
 
+def from_knee(result, device_name: str) -> Regime | None:
+    """The regime from an app.knee.KneeResult's q sweep."""
+    return from_times({r.q: r.seconds for r in result.rows}, device_name)
+
+
 def probe(model, device: str, device_name: str, *, kv_len: int = 64, repeats: int = 3) -> Regime:
     """Time passes of 1 and PROBE_Q tokens of `model` (app.knee.time_passes), once per model,
     device, thread count and MKL_CBWR setting in this process."""

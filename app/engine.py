@@ -53,7 +53,7 @@ class DecodeSettings:
     seed: int = 0
     max_new_tokens: int = 64
     drafter: str = "model"  # "model" | "ngram"
-    fast: bool = False      # app.fastpath: static KV caches (+ CUDA graphs on CUDA)
+    fast: bool = False      # app.fastpath: fixed-address KV caches (lean decoder on CPU, CUDA graphs on CUDA)
 
     @property
     def greedy(self) -> bool:

@@ -40,8 +40,8 @@ def graphs_available(device: str) -> bool:
 
 
 def use_by_default(device: str) -> bool:
-    """The lessons and the walkthrough take the fast path where it replays CUDA graphs; on CPU
-    and MPS (static cache only, measured no faster) they stay eager."""
+    """The lessons and the walkthrough take the fast path where it replays CUDA graphs; on a CPU
+    (lean decoder) and MPS (static cache) it stays opt-in, and they run eagerly."""
     return graphs_available(device)
 
 
@@ -50,23 +50,33 @@ def uses_lean(model: torch.nn.Module) -> bool:
     return next(model.parameters()).device.type == "cpu" and lean.supports(model.config)
 
 
+_KINDS = {  # what the fast path is on a device: (a few words, one line)
+    "graphs": ("static cache + CUDA graphs",
+               "static KV cache + CUDA graphs (torch.compile mode=reduce-overhead); the first pass "
+               "of each size compiles (tens of seconds), later passes replay"),
+    "lean": ("lean decoder",
+             "lean decoder (app.lean: the same Llama arithmetic without transformers' per-module "
+             "Python, preallocated KV cache); no CUDA graphs on a CPU"),
+    "static": ("static cache, no CUDA graphs",
+               "static KV cache only: no CUDA graphs on this device, so passes still launch from "
+               "Python (measure it: python -m app knee --fast)"),
+}
+
+
+def _kind(device: str) -> str:
+    if graphs_available(device):
+        return "graphs"
+    return "lean" if torch.device(device).type == "cpu" else "static"
+
+
 def describe(device: str) -> str:
     """One line: what the fast path does on this device."""
-    if graphs_available(device):
-        return ("static KV cache + CUDA graphs (torch.compile mode=reduce-overhead); the first "
-                "pass of each size compiles (tens of seconds), later passes replay")
-    if torch.device(device).type == "cpu":
-        return ("lean decoder (app.lean: the same Llama arithmetic without transformers' per-module "
-                "Python, preallocated KV cache); no CUDA graphs on a CPU")
-    return (f"static KV cache only: {torch.device(device).type} has no CUDA graphs, so passes "
-            "still launch from Python (measure it: python -m app knee --fast)")
+    return _KINDS[_kind(device)][1]
 
 
 def label(device: str) -> str:
     """A few words for a status line: what the fast path is on this device."""
-    if graphs_available(device):
-        return "static cache + CUDA graphs"
-    return "lean decoder" if torch.device(device).type == "cpu" else "static cache, no CUDA graphs"
+    return _KINDS[_kind(device)][0]
 
 
 def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1):

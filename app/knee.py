@@ -93,7 +93,7 @@ def measure_knee(model, config, *, device: str, dtype, ceilings: Ceilings,
                  kv_len: int = 128, repeats: int = 5, gamma: int = 4, fast: bool = False,
                  progress: Callable[[float, str], None] | None = None) -> KneeResult:
     """Time the q sweep (at batches[0]) and the batch sweep; see the module docstring.
-    fast=True times the fast path (static cache, CUDA graphs on CUDA: app.fastpath)."""
+    fast=True times the fast path (app.fastpath: lean decoder on a CPU, CUDA graphs on CUDA)."""
     dtype_bytes = torch.empty((), dtype=parse_dtype(dtype)).element_size()
     longest = kv_len + max(max(qs), gamma + 1)
     if longest > max_positions(config):
@@ -131,8 +131,8 @@ def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, r
     each q. One prefill serves every q; the q values are interleaved round by round (after one
     warm-up round), so drifting background load hits them alike. The cache is cropped back to
     kv_len after every timed pass (timed with device synchronisation by app.timing).
-    fast=True: a static cache and, on CUDA, compiled passes (app.fastpath); the warm-up round
-    then also absorbs the compilation."""
+    fast=True: the fast path's cache and passes (app.fastpath: lean on a CPU, compiled on CUDA);
+    the warm-up round then also absorbs any compilation."""
     from app.fastpath import enable
     from app.models import crop_cache, forward, new_cache  # the one home of the cache API
     from app.timing import timed_forward

@@ -29,7 +29,7 @@ def add_parsers(subparsers) -> None:
     _common(k)
     k.add_argument("--model", required=True, help="shape name, tiny-target/-draft or a directory")
     k.add_argument("--fast", action="store_true",
-                   help="also time the fast path (static cache; + CUDA graphs on CUDA), side by side")
+                   help="also time the fast path (app.fastpath: lean decoder on a CPU, CUDA graphs on CUDA), side by side")
     k.add_argument("--kv-len", type=int, default=128, help="cached tokens before each pass")
     k.add_argument("--qs", type=_ints, help="tokens per pass, e.g. 1,2,4,8 (default: past the ridge)")
     k.add_argument("--batches", type=_ints, default=(1,), help="batch sweep, e.g. 1,2,4,8")
@@ -195,7 +195,8 @@ def run_knee(args) -> int:
     fast = measure(True) if args.fast else None
     if fast is not None:
         print("fast path:\n" + format_knee(fast) + "\n" + format_side_by_side(result, fast))
-    regime = regime_of(result, ceilings.device_name)
+    from app.cpu_regime import from_knee
+    regime = from_knee(result, ceilings.device_name)
     if regime is not None:
         print(f"regime      {regime.explanation}")
     _write_json(args.json, {"model": args.model, "label": label, **result.to_dict(),
@@ -210,12 +211,6 @@ def format_side_by_side(eager, fast) -> str:
     for e, f in zip(eager.rows, fast.rows):
         lines.append(f"{e.q:5d} {e.seconds * 1e3:10.3f} {f.seconds * 1e3:10.3f} {e.seconds / f.seconds:10.2f}")
     return "\n".join(lines)
-
-
-def regime_of(result, device_name: str):
-    """app.cpu_regime's verdict from the knee's q sweep (None without q = 1 and a q > 1)."""
-    from app.cpu_regime import from_times
-    return from_times({r.q: r.seconds for r in result.rows}, device_name)
 
 
 def format_knee(result) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from demo_models import SMOLLM2_DRAFT_DIR
+from demo_models.prompts import train_prompts
 
 EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json")
 CARD = """# SmolLM2-135M-Instruct draft — model card
@@ -133,7 +134,7 @@ def values(train: dict, evs: list[dict | None]) -> dict:
         "arch": (f"{cfg['num_hidden_layers']} layers × {cfg['hidden_size']} hidden, {cfg['num_attention_heads']} "
                  f"heads of {cfg['head_dim']}, SwiGLU MLP {cfg['intermediate_size']}, vocabulary {cfg['vocab_size']:,}"),
         "teacher_minutes": f"{data['teacher_seconds'] / 60:.0f}", "data_threads": data["runs"][0]["threads"],
-        "n_train_prompts": 568,
+        "n_train_prompts": len(train_prompts()),
         "reply_summary": "; ".join(f"{k}: {v['examples']} replies, {v['tokens']:,} tokens" for k, v in replies.items()),
         "corpus_windows": data["corpus_windows"], "corpus_window_tokens": data["corpus_window_tokens"],
         "top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],

@@ -78,8 +78,8 @@ def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, cei
     seconds = [r.seconds for r in knee.rows]
     regime = None
     if pair.device == "cpu":  # is the knee hidden by the CPU's matrix-product path? (app.cpu_regime)
-        from app.cpu_regime import from_times
-        found = from_times({r.q: r.seconds for r in knee.rows}, ceilings.device_name)
+        from app.cpu_regime import from_knee
+        found = from_knee(knee, ceilings.device_name)
         regime = found.to_dict() if found else None
     return FiveForOneResult(model=pair_label(pair), qs=list(qs), seconds=seconds,
                             ratios=knee.relative(), bend=knee.bend, bend_ratio=knee.bend_ratio,
