@@ -12,6 +12,7 @@ synchronised. A benchmark, not a test: these machines are shared and noisy.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from dataclasses import replace
 
@@ -19,6 +20,7 @@ import torch
 
 from app import validation
 from app.engine import autoregressive_generate, speculative_generate
+from app.draft_vocab import DraftVocab
 from app.models import load_pair
 from app.hardware import synchronize
 
@@ -78,6 +80,11 @@ def measure(pair, settings, repeats: int, methods=METHODS) -> dict[str, dict]:
 def main(args) -> int:
     settings = validation.settings(gamma=args.gamma, temperature=0.0, max_new_tokens=args.max_new_tokens)
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype)
+    if DraftVocab.of(pair.draft) is not None:
+        print(f"{pair.draft_id} drafts over part of the vocabulary (app/draft_vocab.py), which "
+              "transformers' assisted generation cannot use; measure it with "
+              "python -m demo_models.evaluate --pair smollm2", file=sys.stderr)
+        return 2
     print(f"device {pair.device}, dtype {str(pair.dtype).replace('torch.', '')}, threads {torch.get_num_threads()}, "
           f"target {pair.target_id}, draft {pair.draft_id}")
     print(f"greedy, gamma {settings.gamma}, {settings.max_new_tokens} new tokens x {len(PROMPTS)} prompts, "

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
+from app.draft_vocab import DraftVocab, target_vocab_size
 from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
@@ -51,7 +52,7 @@ class ModelPair:
     def vocab(self) -> int:
         """Logit columns both models share. Some families pad lm_head differently per size
         (Qwen2.5-0.5B: 151,936 rows, 7B: 152,064); the tokenizer never emits the padding."""
-        sizes = [m.config.vocab_size for m in (self.target, self.draft) if m is not None]
+        sizes = [target_vocab_size(m) for m in (self.target, self.draft) if m is not None]
         return min(sizes)
 
 
@@ -240,8 +241,14 @@ def crop_cache(cache, keep: int) -> None:
 @torch.inference_mode()
 def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
     """input_ids: [batch, q] new tokens after the cached ones -> logits [batch, q, vocab].
-    A DynamicCache runs transformers eagerly; a fast-path cache runs app.fastpath.forward."""
+    A DynamicCache runs transformers eagerly; a fast-path cache runs app.fastpath.forward.
+    A draft over part of the vocabulary gets target ids and returns target-vocabulary logits."""
+    vocab = DraftVocab.of(model)  # a draft over part of the vocabulary (app.draft_vocab), or None
+    if vocab is not None:
+        input_ids = vocab.draft_input(input_ids)
     if isinstance(cache, DynamicCache):
-        return model(input_ids=input_ids, cache=cache, use_cache=True).logits
-    from app.fastpath import forward as fast_forward
-    return fast_forward(model, input_ids, cache)
+        logits = model(input_ids=input_ids, cache=cache, use_cache=True).logits
+    else:
+        from app.fastpath import forward as fast_forward
+        logits = fast_forward(model, input_ids, cache)
+    return logits if vocab is None else vocab.target_logits(logits)  # [batch, q, target vocab]

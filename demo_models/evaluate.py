@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
-from app.models import load_pair
+from app.models import forward, load_pair, new_cache
 from app.speculative import logits_to_probs
 from demo_models import TINY_DIR
 from demo_models.train import SEQ_LEN, encode_split
@@ -40,7 +40,7 @@ def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
 
 @torch.inference_mode()
 def _logits(model, x: torch.Tensor) -> torch.Tensor:
-    return model(input_ids=x).logits[0]  # x: [1, n] -> [n, vocab]
+    return forward(model, x, new_cache())[0]  # x: [1, n] -> [n, vocab] (app.models: any draft)
 
 
 def windows(ids: torch.Tensor, n: int) -> list[torch.Tensor]:
