@@ -31,16 +31,20 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from app.draft_vocab import DraftVocab
 from demo_models import HERE
-from demo_models.prompts import heldout_prompts, train_prompts
+from demo_models.prompts import heldout_prompts, more_prompts, train_prompts
 
 DRAFT_DIR = HERE / "smollm2_draft"
 TOP_K = 32            # teacher log-probabilities kept per position
 MAX_NEW = 128         # reply tokens per prompt
 CORPUS_WINDOW = 128   # corpus tokens per training example
+VOCAB_SIZE = 49152    # SmolLM2's vocabulary
+MORE_T = 0.7          # the second round of replies (prompts.more_prompts) samples at the eval's T
 HELDOUT_FOR_TRAINING = 48  # held-out prompts [0, 48) choose the checkpoint; evaluation uses the rest
-DRAFT_SHAPE = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                   num_key_value_heads=4, intermediate_size=768)
+DRAFT_SHAPE = dict(hidden_size=320, num_hidden_layers=6, num_attention_heads=5,
+                   num_key_value_heads=5, intermediate_size=960)
+DRAFT_VOCAB = 16384   # target tokens the draft can propose (app/draft_vocab.py), by teacher mass
 
 
 def cache_dir(arg: str | None) -> Path:
@@ -154,6 +158,12 @@ def make_data(args) -> None:
         part = _shard(out / f"replies_T{temp}.pt", lambda t=temp, s=1000 * (j + 1): replies(
             model, tok, train_prompts(), t, args.batch, s, deadline))
         shards[f"T={temp}"] = {"examples": len(part), "tokens": sum(len(e["tk_ids"]) for e in part)}
+    more = more_prompts()
+    random.Random(5).shuffle(more)  # a time cap keeps a varied subset, not the first topics
+    part = _shard(out / f"replies_more_T{MORE_T}.pt", lambda: replies(model, tok, more, MORE_T, args.batch,
+                                                                   3000, deadline))
+    shards[f"more, T={MORE_T}"] = {"examples": len(part), "prompts": len(more),
+                                  "tokens": sum(len(e["tk_ids"]) for e in part)}
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     corpus = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
                                                               args.batch, 7, deadline))
@@ -166,27 +176,57 @@ def make_data(args) -> None:
     print(f"teacher data in {out}: {log}")
 
 
-def make_draft(teacher_cfg, teacher_embedding: torch.Tensor):
-    """A narrow Llama on the target's vocabulary, tied embeddings initialised with the target's
-    embedding [vocab, 576] projected on its top DRAFT_SHAPE["hidden_size"] right singular
-    vectors: [vocab, d], the best rank-d approximation's coordinates."""
+def choose_vocab(examples: list[dict], special: list[int], k: int = DRAFT_VOCAB) -> list[int]:
+    """The k target tokens the draft keeps: the special tokens, then the tokens with the most
+    teacher probability mass summed over every training position (the top-K entries kept per
+    position), ties and unseen tokens broken by how often they occur as input. Sorted ids."""
+    mass = torch.zeros(VOCAB_SIZE, dtype=torch.float64)
+    for e in examples:
+        mass.index_add_(0, e["tk_ids"].long().flatten(), e["tk_lp"].double().exp().flatten())
+        mass.index_add_(0, e["ids"].long(), torch.full((len(e["ids"]),), 1e-3, dtype=torch.float64))
+    mass[torch.tensor(special)] = float("inf")
+    return sorted(mass.topk(k).indices.tolist())
+
+
+def make_draft(teacher_cfg, teacher_embedding: torch.Tensor, kept: list[int]):
+    """A narrow Llama over the kept tokens plus one input-only row for any other token
+    (app/draft_vocab.py), tied embeddings initialised with the target's embedding [vocab, 576]
+    projected on its top DRAFT_SHAPE["hidden_size"] right singular vectors (the best rank-d
+    approximation's coordinates): rows `kept`, and their mean for the extra row."""
     from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=teacher_cfg.vocab_size, max_position_embeddings=2048,
-                      tie_word_embeddings=True, bos_token_id=teacher_cfg.bos_token_id,
-                      eos_token_id=teacher_cfg.eos_token_id, pad_token_id=teacher_cfg.pad_token_id,
-                      rope_theta=100000.0, head_dim=64, **DRAFT_SHAPE)
+    special = dict(bos_token_id=teacher_cfg.bos_token_id, eos_token_id=teacher_cfg.eos_token_id,
+                   pad_token_id=teacher_cfg.pad_token_id)
+    vocab = DraftVocab(kept, teacher_cfg.vocab_size, "cpu")
+    cfg = LlamaConfig(vocab_size=len(kept) + 1, max_position_embeddings=2048, tie_word_embeddings=True,
+                      rope_theta=100000.0, head_dim=64, draft_vocab_ids=kept,
+                      target_vocab_size=teacher_cfg.vocab_size,
+                      **{k: int(vocab.to_draft[v]) for k, v in special.items()}, **DRAFT_SHAPE)
     draft = LlamaForCausalLM(cfg)
     d = DRAFT_SHAPE["hidden_size"]
     _, _, vh = torch.linalg.svd(teacher_embedding.float(), full_matrices=False)  # vh: [576, 576]
-    proj = teacher_embedding.float() @ vh[:d].T                                   # [vocab, d]
+    proj = teacher_embedding.float()[vocab.ids] @ vh[:d].T                       # [K, d]
+    proj = torch.cat([proj, proj.mean(0, keepdim=True)])                         # [K + 1, d]
     with torch.no_grad():
         draft.get_input_embeddings().weight.copy_(proj / proj.std() * 0.02 * 4)
     return draft
 
 
-def collate(examples: list[dict], pad: int):
-    """Right-padded ids [b, L], attention mask [b, L], and the flat positions with a teacher
-    target (index into [b * L]) with their top-K ids / probabilities [n, K]."""
+def kept_coverage(vocab: DraftVocab, examples: list[dict]) -> dict:
+    """How much of the teacher's behaviour the kept tokens cover: the share of its top-K
+    probability mass, and of its most likely tokens, that the draft can propose."""
+    p = torch.cat([e["tk_lp"] for e in examples]).float().exp()                   # [n, TOP_K]
+    kept = vocab.draft_input(torch.cat([e["tk_ids"] for e in examples]).long()) < vocab.other
+    return {"mass": round(((p * kept).sum() / p.sum()).item(), 4), "argmax": round(kept[:, 0].float().mean().item(), 4)}
+
+
+def vocab_of(draft) -> DraftVocab:
+    return DraftVocab(draft.config.draft_vocab_ids, draft.config.target_vocab_size, "cpu")
+
+
+def collate(examples: list[dict], pad: int, vocab: DraftVocab):
+    """Right-padded draft rows [b, L], attention mask [b, L], and the flat positions with a
+    teacher target (index into [b * L]) with the teacher's top-K as draft rows / probabilities
+    [n, K] (a token the draft does not keep becomes the extra row, vocab.other)."""
     width = max(len(e["ids"]) for e in examples)
     ids = torch.full((len(examples), width), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
@@ -199,18 +239,31 @@ def collate(examples: list[dict], pad: int):
         tk_ids.append(e["tk_ids"][:n].long())
         tk_lp.append(e["tk_lp"][:n].float())
     p_target = torch.cat(tk_lp).softmax(-1)  # renormalised over the top K
-    return ids, mask, torch.cat(pos), torch.cat(tk_ids), p_target
+    return vocab.draft_input(ids), mask, torch.cat(pos), vocab.draft_input(torch.cat(tk_ids)), p_target
 
 
-def soft_ce(draft, ids, mask, pos, tk_ids, p_target) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cross-entropy of the draft to the teacher's top-K at the target positions, and the
-    per-position acceptance lower bound sum over top-K of min(p, q) at T = 1."""
+def draft_logits(draft, ids, mask, pos) -> torch.Tensor:
+    """The draft's logits over its kept tokens at the target positions: [n, K] (the extra row
+    is an input only, never a proposal)."""
     h = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, L, d]
     h = h.flatten(0, 1)[pos]                                                # [n, d]
-    log_q = F.log_softmax(draft.lm_head(h).float(), -1)                     # [n, vocab]
-    log_q_k = log_q.gather(1, tk_ids)                                       # [n, K]
-    loss = -(p_target * log_q_k).sum(-1).mean()
-    alpha = torch.minimum(p_target, log_q_k.exp()).sum(-1)
+    return draft.lm_head(h).float()[:, :-1]                                 # [n, K]
+
+
+def matched(log_q: torch.Tensor, tk_rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log_q [n, K] at the teacher's top-K rows [n, TOP_K], and which of those the draft keeps."""
+    kept = tk_rows < log_q.shape[1]
+    return log_q.gather(1, tk_rows.clamp(max=log_q.shape[1] - 1)), kept
+
+
+def soft_ce(draft, ids, mask, pos, tk_rows, p_target) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy of the draft to the teacher's top-K restricted to the kept tokens (the
+    conditional the draft can express), and the per-position acceptance lower bound
+    sum over kept top-K of min(p, q) at T = 1 (teacher mass on other tokens counts as lost)."""
+    log_q_k, kept = matched(F.log_softmax(draft_logits(draft, ids, mask, pos), -1), tk_rows)
+    p_kept = p_target * kept
+    loss = -(p_kept / p_kept.sum(-1, keepdim=True).clamp_min(1e-6) * log_q_k).sum(-1).mean()
+    alpha = (torch.minimum(p_target, log_q_k.exp()) * kept).sum(-1)
     return loss, alpha
 
 
@@ -229,14 +282,13 @@ def alpha_by_scale(draft, held: list[dict], pad: int, temperature: float, scales
     draft.eval()
     sums = {s: [] for s in scales}
     for i in range(0, len(held), 8):
-        ids, mask, pos, tk_ids, p_target = collate(held[i:i + 8], pad)
-        h = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state.flatten(0, 1)[pos]  # [n, d]
-        logits = draft.lm_head(h).float()                                  # [n, vocab]
+        ids, mask, pos, tk_rows, p_target = collate(held[i:i + 8], pad, vocab_of(draft))
+        logits = draft_logits(draft, ids, mask, pos)                       # [n, K]
         p_t = p_target ** (1 / temperature)
-        p_t = p_t / p_t.sum(-1, keepdim=True)                              # [n, K]
+        p_t = p_t / p_t.sum(-1, keepdim=True)                              # [n, TOP_K]
         for s in scales:
-            q_t = F.softmax(logits * (s / temperature), -1).gather(1, tk_ids)  # [n, K]
-            sums[s].append(torch.minimum(p_t, q_t).sum(-1))
+            log_q_t, kept = matched(F.log_softmax(logits * (s / temperature), -1), tk_rows)
+            sums[s].append((torch.minimum(p_t, log_q_t.exp()) * kept).sum(-1))
     return {s: round(torch.cat(v).mean().item(), 4) for s, v in sums.items()}
 
 
@@ -275,7 +327,7 @@ def lr_at(step: int, steps: int, elapsed: float, cap: float, peak: float, warmup
 
 def load_data(src: Path) -> tuple[list[dict], list[dict], list[dict], dict]:
     """(replies, corpus windows, held-out replies, data log) from the teacher-output cache."""
-    replies = [e for f in sorted(src.glob("replies_T*.pt")) for e in torch.load(f)]
+    replies = [e for f in sorted(src.glob("replies_*.pt")) for e in torch.load(f)]
     return (replies, torch.load(src / "corpus.pt"), torch.load(src / "heldout.pt"),
             json.loads((src / "data_log.json").read_text()))
 
@@ -286,9 +338,13 @@ def train_draft(args) -> None:
     torch.manual_seed(args.seed)
     data, corpus, held, data_log = load_data(cache_dir(args.cache))
     teacher, tok = load_teacher()
-    draft = make_draft(teacher.config, teacher.get_input_embeddings().weight.detach())
+    special = sorted({i for i in tok.all_special_ids} | {tok.bos_token_id, tok.eos_token_id, tok.pad_token_id})
+    draft = make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(),
+                       choose_vocab(data + corpus, special))
     del teacher
-    pad = tok.pad_token_id
+    pad, vocab = tok.pad_token_id, vocab_of(draft)
+    coverage = kept_coverage(vocab, held)
+    print(f"kept vocabulary: {len(vocab.ids):,} tokens; on held-out replies {coverage}", flush=True)
     print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     rng, t0, curve, cap = random.Random(args.seed), time.time(), [], args.max_minutes * 60
@@ -297,7 +353,7 @@ def train_draft(args) -> None:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, time.time() - t0, cap, args.lr)
         batch = rng.sample(data, args.batch) + rng.sample(corpus, args.corpus_per_batch)
-        loss, alpha = soft_ce(draft, *collate(batch, pad))
+        loss, alpha = soft_ce(draft, *collate(batch, pad, vocab))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
         opt.step()
@@ -318,6 +374,7 @@ def train_draft(args) -> None:
     if best[0] > final:  # an earlier checkpoint drafted better on the held-out prompts
         draft.load_state_dict(best[2])
     save_draft(draft, tok, args, {"data": data_log, "steps_done": step + 1, "curve": curve,
+                                  "heldout_kept_coverage": coverage,
                                   "seconds": round(time.time() - t0, 1), "final_heldout_alpha_topk": final,
                                   "saved_step": best[1] if best[0] > final else step,
                                   "heldout_alpha_topk": max(final, best[0])})
@@ -331,7 +388,7 @@ def save_draft(draft, tok, args, log: dict) -> None:
     log.update(command="python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
                parameters=draft.num_parameters(), shape=DRAFT_SHAPE, torch=torch.__version__,
                threads=torch.get_num_threads(), batch=args.batch, corpus_per_batch=args.corpus_per_batch,
-               peak_lr=args.lr, top_k=TOP_K)
+               peak_lr=args.lr, top_k=TOP_K, draft_vocab=len(draft.config.draft_vocab_ids))
     (out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
     print(f"saved the draft to {out}: heldout alpha (top-{TOP_K} bound, T=1) {log['heldout_alpha_topk']}")
 

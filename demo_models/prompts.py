@@ -55,3 +55,64 @@ def train_prompts() -> list[str]:
 
 def heldout_prompts() -> list[str]:
     return [task.format(t=topic) for topic in HELDOUT_TOPICS for task in TASKS]
+
+MORE_TASKS = [  # used only for the second round of teacher data (more_prompts)
+    "How does {t} work?",
+    "What is a common misconception about {t}?",
+    "Write a tweet about {t}.",
+    "Tell me a fun fact about {t}.",
+    "Give a step-by-step introduction to {t}.",
+    "Compare {t} with something similar.",
+]
+
+MORE_TOPICS = [
+    "the stock market", "bees and flowers", "the Olympic Games", "climate change", "the camera",
+    "ancient Egypt", "the telephone", "whales", "airplanes", "snow", "cats", "dogs", "the desert fox",
+    "the periodic table", "DNA", "the immune system", "black holes", "the Milky Way", "Mars",
+    "artificial intelligence", "video games", "the guitar", "painting", "poetry", "theatre",
+    "the Renaissance", "the Industrial Revolution", "the French Revolution", "castles", "knights",
+    "pirates", "the Amazon rainforest", "coral reefs", "sharks", "elephants", "lions", "owls",
+    "ants", "spiders", "mushrooms", "potatoes", "chocolate", "pizza", "rice", "cheese",
+    "vitamins", "exercise", "yoga", "meditation", "running a marathon", "swimming", "tennis",
+    "basketball", "cricket", "the violin", "jazz", "opera", "film making", "photography",
+    "smartphones", "email", "passwords", "encryption", "programming", "Python programming",
+    "databases", "spreadsheets", "the calendar", "clocks", "maps", "compasses", "lighthouses",
+    "bridges", "skyscrapers", "tunnels", "cars", "electric cars", "batteries", "magnets",
+    "light", "sound", "heat", "atoms", "the speed of light", "time zones", "the seasons",
+    "tides", "hurricanes", "tornadoes", "lightning", "fossils", "archaeology", "museums",
+    "newspapers", "elections", "taxes", "banks", "shopping", "cooking pasta", "kindness",
+    "courage", "happiness", "learning a language", "writing an essay", "public speaking",
+    "job interviews", "teamwork", "time management", "saving money", "the number zero",
+    "prime numbers", "fractions", "geometry", "statistics", "the Pythagorean theorem",
+]
+
+GENERAL_PROMPTS = [  # everyday questions a class might type
+    "What is the capital of France?", "What is the capital of Japan?", "Who wrote Romeo and Juliet?",
+    "How many days are in a leap year?", "What is the largest planet in our solar system?",
+    "Why is the sky blue?", "How do airplanes stay in the air?", "What is the boiling point of water?",
+    "Who painted the Mona Lisa?", "What is the tallest mountain in the world?",
+    "How many continents are there? Name them.", "What is the difference between weather and climate?",
+    "Give me a recipe for pancakes.", "How do I make a cup of tea?", "What is 15 plus 27?",
+    "What is the square root of 81?", "Convert 100 degrees Celsius to Fahrenheit.",
+    "Write a limerick about a cat.", "Tell me a bedtime story.", "Write a thank-you note to a teacher.",
+    "What are the primary colours?", "How many legs does a spider have?", "What do plants need to grow?",
+    "Explain what a verb is.", "What is the plural of mouse?", "Give me a synonym for happy.",
+    "How can I improve my handwriting?", "What is a good way to start a conversation?",
+    "Recommend three classic novels.", "What is the speed of sound?", "Why do we have day and night?",
+    "What is the longest river in the world?", "How does a rainbow form?", "Who was Albert Einstein?",
+    "Who was Marie Curie?", "What is machine learning?", "What is a computer virus?",
+    "How do I write a for loop in Python?", "What does HTML stand for?", "What is a black hole?",
+    "Write a motivational quote.", "What should I pack for a beach holiday?",
+    "How do I care for a houseplant?", "What are some healthy breakfast ideas?",
+    "Describe a sunset.", "What is the meaning of the word 'ephemeral'?",
+    "Summarise the story of Cinderella.", "What are the rules of chess in brief?",
+    "Why do cats purr?", "What is the population of the world, roughly?",
+]
+
+
+def more_prompts() -> list[str]:
+    """The second round of teacher prompts: new topics under all tasks, old topics under the new
+    tasks, and everyday questions; all disjoint from the held-out topics."""
+    tasks = TASKS + MORE_TASKS
+    return ([task.format(t=topic) for topic in MORE_TOPICS for task in tasks]
+            + [task.format(t=topic) for topic in TRAIN_TOPICS for task in MORE_TASKS] + GENERAL_PROMPTS)

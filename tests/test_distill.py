@@ -1,0 +1,65 @@
+"""The flagship draft's distillation pieces on made-up teacher outputs (no flagship needed): the
+kept vocabulary, the draft built over it, and the loss / acceptance bound it is trained on."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from demo_models import distill_smollm2 as distill
+
+V = distill.VOCAB_SIZE
+
+
+def example(ids, first, tk_ids, tk_p):
+    """One teacher example: ids [L], top-K ids / log-probs [n, TOP_K] from position `first`."""
+    return {"ids": torch.tensor(ids), "first": first, "tk_ids": torch.tensor(tk_ids, dtype=torch.int32),
+            "tk_lp": torch.tensor(tk_p).log().half()}
+
+
+def top(ids_probs):
+    """[(id, p), ...] padded to TOP_K entries with distinct unlikely ids."""
+    ids = [i for i, _ in ids_probs] + [40_000 + j for j in range(distill.TOP_K - len(ids_probs))]
+    ps = [p for _, p in ids_probs] + [1e-6] * (distill.TOP_K - len(ids_probs))
+    return ids, ps
+
+
+@pytest.fixture(scope="module")
+def data():
+    a, pa = top([(100, 0.6), (200, 0.3), (300, 0.1)])
+    b, pb = top([(200, 0.5), (45_000, 0.5)])  # half the mass on a token no draft keeps (k small)
+    return [example([5, 6, 7], 1, [a, b], [pa, pb]), example([7, 8, 9, 10], 2, [b, a], [pb, pa])]
+
+
+def test_choose_vocab_keeps_specials_then_the_most_teacher_mass(data):
+    kept = distill.choose_vocab(data, special=[0, 1, 2], k=8)
+    assert kept == sorted(kept) and len(kept) == 8
+    assert {0, 1, 2, 100, 200} <= set(kept)          # specials, then the highest mass
+    assert 40_031 not in kept                           # 1e-6 mass loses to every input token
+
+
+@pytest.fixture(scope="module")
+def draft(data):
+    torch.manual_seed(0)
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    kept = distill.choose_vocab(data, special=[0, 1, 2], k=12)
+    return distill.make_draft(cfg, torch.randn(V, 576), kept)
+
+
+def test_draft_rows_and_special_ids_are_mapped(draft):
+    kept = draft.config.draft_vocab_ids
+    assert draft.config.vocab_size == len(kept) + 1 and draft.config.target_vocab_size == V
+    assert draft.config.eos_token_id == kept.index(2)
+    assert draft.get_input_embeddings().weight.shape == (len(kept) + 1, distill.DRAFT_SHAPE["hidden_size"])
+
+
+def test_loss_and_alpha_bound_count_untrainable_mass_as_lost(draft, data):
+    batch = distill.collate(data, pad=2, vocab=distill.vocab_of(draft))
+    ids, mask, pos, tk_rows, p_target = batch
+    assert ids.max() <= len(draft.config.draft_vocab_ids)       # draft rows, extra row included
+    assert len(pos) == 4 and tk_rows.shape == (4, distill.TOP_K)
+    loss, alpha = distill.soft_ce(draft, *batch)
+    loss.backward()
+    assert torch.isfinite(loss) and draft.lm_head.weight.grad is not None
+    # position 1 of example 0 has half its mass on token 45,000, which the draft cannot propose
+    assert 0 < alpha[1] <= 0.5 + 1e-3 and (alpha <= 1 + 1e-4).all()
+    assert 0 < distill.alpha_by_scale(draft, data, 2, 0.7, [1.0])[1.0] <= 1
