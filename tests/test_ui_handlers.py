@@ -116,6 +116,28 @@ def test_in_background_skips_nothing_it_must_and_reraises():
         list(handlers.in_background(boom()))
 
 
+def test_in_background_asks_for_the_pause_after_every_item():
+    asked = []
+    items = list(handlers.in_background(iter(range(3)), min_interval=lambda: asked.append(1) or 0.0))
+    assert items[-1] == 2 and len(asked) == len(items)
+
+
+def test_updates_are_paced_by_their_measured_cost(tiny_pair, fake_ceilings, trace):
+    """Text updates wait COST_X x their cost (at least FRAME_S); chart updates push the next
+    charts COST_X x their cost away (at least CHART_EVERY_S)."""
+    state = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, fake_ceilings)
+    state.view(trace, "decoding", charts=False)
+    state.sent(0.001)
+    assert state.frame_s == handlers.FRAME_S
+    state.sent(0.05)
+    assert state.frame_s == pytest.approx(handlers.COST_X * 0.05)
+    state.view(trace, "decoding", charts=True)
+    before = time.perf_counter()
+    state.sent(0.2)
+    assert state.next_charts >= before + handlers.COST_X * 0.2
+    assert state.frame_s == pytest.approx(handlers.COST_X * 0.05)  # text pacing untouched
+
+
 # --------------------------------------------------------------------------- the decode generator
 
 def test_decode_streams_then_ends_with_marker_and_exports(tiny_pair, fake_ceilings):

@@ -7,7 +7,10 @@ but `decode` itself is a plain function of plain values, testable without a brow
 The engine runs in its own thread (`in_background`); the handler renders its newest state
 whenever Gradio asks for the next update, so drawing and sending never stall the decode.
 Cheap outputs (the token stream, the status line) change with every update; the charts and
-the live stats are rebuilt at most every CHART_EVERY_S seconds (and once at the end).
+the live stats are rebuilt at most every CHART_EVERY_S seconds (and once at the end). Each kind
+of update is also paced by its own measured cost (making it here plus Gradio's sending it, the
+time from building a View to being asked for the next): at most 1/COST_X of the time goes to
+either, because that work holds the GIL the decode thread needs.
 """
 from __future__ import annotations
 
@@ -38,9 +41,9 @@ from app import annotate, cpu_regime
 from app.validation import InputError
 from demo_models.presets import PRESETS
 
-FRAME_S = 0.25       # at most four updates a second: enough for the eye, cheap for the decode
-CHART_EVERY_S = 1.0  # charts (and live stats) redrawn at most this often while decoding...
-CHART_COST_X = 20    # ...and at most 1/20 of the time goes into drawing them
+FRAME_S = 0.25       # at most four updates a second: enough for the eye...
+CHART_EVERY_S = 2.0  # charts (and live stats) redrawn at most this often while decoding...
+COST_X = 30          # ...and each kind of update takes at most 1/30 of the time (measured)
 CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound")
 KEEP_EXPORTS = 64  # export folders kept on disk (oldest removed first)
 CONFIDENCE_THRESHOLD = 0.5
@@ -349,10 +352,11 @@ def _empty_step():
 # --------------------------------------------------------------------------- decode
 
 class _Run:
-    """The state of one decode in progress: what to draw, and when to redraw the charts.
-    Charts are first drawn CHART_EVERY_S seconds in (a short decode draws them once, at the
-    end), then again at most every CHART_EVERY_S seconds and never sooner than CHART_COST_X
-    times their own drawing time: drawing (plotly is slow) must not eat the decode's CPU."""
+    """The state of one decode in progress: what to draw, and when. Charts are first drawn
+    CHART_EVERY_S seconds in (a short decode draws them once, at the end), then again at most
+    every CHART_EVERY_S seconds; text updates come at most every FRAME_S seconds. Each kind
+    waits at least COST_X times what its last update cost (sent(): built and sent), so drawing
+    (plotly is slow) and sending never take more than 1/COST_X of the decode's time each."""
 
     def __init__(self, req: DecodeRequest, pair, ceilings, regime=None):
         self.req, self.pair, self.ceilings = req, pair, ceilings
@@ -362,6 +366,8 @@ class _Run:
             self.roof |= {"note": regime.explanation, "cpu_regime": regime.to_dict()}
         self.start = time.perf_counter()
         self.next_charts = self.start + CHART_EVERY_S
+        self.frame_s = FRAME_S       # the pause before the next text update (in_background)
+        self.charted = False         # whether the last View carried charts
 
     def view(self, trace: Trace, phase: str, finished: bool = False, charts: bool | None = None) -> View:
         """The stream, status and text; the charts too when finished or due (charts=None), or
@@ -369,6 +375,7 @@ class _Run:
         skip = gr.skip()
         if charts is None:
             charts = finished or time.perf_counter() >= self.next_charts
+        self.charted = charts
         view = View(stream=stream_html(trace, finished), status=status_line(trace, self.req, phase),
                     timeline=skip, roofline=skip, stats=skip, text=plain_text(trace),
                     summary=skip, step=skip, json_file=skip, csv_file=skip, record=skip)
@@ -381,9 +388,15 @@ class _Run:
             timeline=viz.step_timeline(trace),
             roofline=viz.roofline_figure(trace.all_forwards(), self.roof),
             stats=viz.stats_markdown(live_trace(trace, began - self.start)))
-        cost = time.perf_counter() - began
-        self.next_charts = time.perf_counter() + max(CHART_EVERY_S, CHART_COST_X * cost)
         return view
+
+    def sent(self, seconds: float) -> None:
+        """The last View took `seconds` from building it to Gradio asking for the next one:
+        pace the next update of its kind by that cost."""
+        if self.charted:
+            self.next_charts = time.perf_counter() + max(CHART_EVERY_S, COST_X * seconds)
+        else:
+            self.frame_s = max(FRAME_S, COST_X * seconds)
 
     def final(self, trace: Trace, phase: str) -> View:
         view = self.view(trace, phase, finished=True)
@@ -394,9 +407,9 @@ class _Run:
                              json_file=json_path, csv_file=csv_path, record=record)
 
 
-def in_background(iterator: Iterator, min_interval: float = 0.0):
+def in_background(iterator: Iterator, min_interval: Callable[[], float] = lambda: 0.0):
     """Run `iterator` in its own thread and yield its newest item when the consumer is ready,
-    at most once per `min_interval` seconds: a slow consumer (drawing, the network) skips items
+    at most once per min_interval() seconds (asked after each item): a slow consumer (drawing, the network) skips items
     instead of slowing the producer, and a fast one does not fight it for the GIL (a thread
     that keeps the GIL busy makes every torch op of the producer wait to get it back).
     Re-raises the producer's exception; ends when the producer does."""
@@ -426,7 +439,7 @@ def in_background(iterator: Iterator, min_interval: float = 0.0):
             raise box["error"]
         if new and (not done or item is not last):
             yield item
-            last, next_at = item, time.perf_counter() + min_interval
+            last, next_at = item, time.perf_counter() + min_interval()
         if done:
             return
 
@@ -470,10 +483,12 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
     key, flag = _cancel_flag(request)
     state, trace = _Run(req, pair, ceilings, regime), None
     frames = in_background(run(pair, ids, req.prompt, req.settings, baseline=req.baseline,
-                               cancel=flag.is_set, policy=policy), min_interval=FRAME_S)
+                               cancel=flag.is_set, policy=policy), min_interval=lambda: state.frame_s)
     try:
         for trace in frames:
+            began = time.perf_counter()
             yield state.view(trace, _phase(trace, req))
+            state.sent(time.perf_counter() - began)
         # the finished text first (the end marker: every token is on the page), then the final
         # charts, stats and exports, which take a few hundred ms to draw and write
         yield state.view(trace, end_phase(trace) + " · drawing the charts", finished=True, charts=False)
