@@ -64,7 +64,8 @@ def build_demo(loader=None) -> gr.Blocks:
             build_lesson_tabs(tracker.current)
         # a closed tab (its heartbeat gone) stops that session's decode after the current step
         demo.unload(handlers.stop)
-    # one decode at a time: they share the device, and timings must not disturb each other
+    # decodes and lessons share the device queue (app.ui.turns: one run per device at a time,
+    # or their timings disturb each other); anything else runs one at a time per event
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_MAX)
     return demo
 

@@ -35,9 +35,10 @@ import gradio as gr
 import visualizations as viz
 from app import validation
 from app.engine import run, summarize
-from app.models import ModelLoadError
+from app.models import ModelLoadError, resolve_device
 from app.trace import Trace
 from app import annotate, cpu_regime
+from app.ui import turns
 from app.validation import InputError
 from demo_models.presets import PRESETS
 
@@ -466,12 +467,22 @@ def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
 
 
 def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
-    """Generator: validate, load, decode; yields a View after every step and a final one
-    with the end marker. Bad input raises gr.Error before anything is yielded."""
+    """Generator: validate, wait for the device's turn (app.ui.turns), load, decode; yields a
+    View after every step and a final one with the end marker. Bad input raises gr.Error
+    before anything is yielded."""
     if progress is None:  # not `progress or ...`: a gr.Progress with nothing tracked is falsy
         progress = lambda *a, **k: None  # noqa: E731
     try:
         req = parse_request(*inputs)
+        device = resolve_device(req.device)
+    except (InputError, ModelLoadError, ValueError) as exc:  # bad input, no such device
+        raise user_error(safe_message(exc)) from None
+    with turns.turn(device, waiting=lambda message: progress(0.0, desc=message)):
+        yield from _decode(req, loader, request, progress)
+
+
+def _decode(req: DecodeRequest, loader: Loader, request, progress):
+    try:
         pair, ids, ceilings, regime = _prepare(req, loader, progress)
         policy = depth_policy(req.policy, pair, req.settings.gamma, len(ids))
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, missing model

@@ -19,6 +19,7 @@ from app.lessons import LESSONS, LessonError
 from app.lessons.common import PROMPTS
 from app.lessons.lossless import DEFAULT_PROMPT, VARIANT_LABELS
 from app.lessons.memory_wall import BYTES_PER_PARAM
+from app.ui import turns
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 MEASURED_DEVICE = "this device (measured)"
@@ -63,9 +64,12 @@ def run_lesson(name: str, get_pair, kwargs: dict, progress=None) -> Shown:
     """Run one lesson and render it; bad input (or a failed load) raises gr.Error."""
     lesson = LESSONS[name]
     report = (lambda f, m: progress(f, desc=m)) if progress is not None else None
+    waiting = (lambda message: progress(0.0, desc=message)) if progress is not None else None
     try:
         if lesson.needs_pair:
-            result = lesson.function(get_pair(), progress=report, **kwargs)
+            pair = get_pair()
+            with turns.turn(pair.device, waiting):  # timings must not share the device
+                result = lesson.function(pair, progress=report, **kwargs)
         else:
             result = lesson.function(**kwargs)
     except (ValueError, OSError, RuntimeError) as exc:  # LessonError, InputError, ModelLoadError, ...
@@ -80,7 +84,9 @@ def memory_wall_kwargs(params_b, dtype, batch, q, device, bandwidth_tb, peak_tf)
     kw = {"params": float(params_b or 0) * 1e9, "dtype": dtype, "batch": batch, "q": q}
     if device == MEASURED_DEVICE:
         from app.hardware import detect_device, measure_ceilings
-        c = measure_ceilings(detect_device("auto"), "fp32" if dtype == "fp32" else "fp16")
+        device = detect_device("auto")
+        with turns.turn(device):
+            c = measure_ceilings(device, "fp32" if dtype == "fp32" else "fp16")
         return {**kw, "bytes_per_s": c.measured_bytes_per_s, "flops_per_s": c.measured_flops_per_s,
                 "source": f"{c.device_name} (measured)"}
     if device == CUSTOM_DEVICE:
@@ -123,7 +129,7 @@ def _walkthrough(get_pair) -> None:
             result = gr.Markdown(latex_delimiters=LATEX)
             plot = gr.Plot(show_label=False, visible=False)
 
-            button.click(_walk_handler(name, get_pair), None, [result, plot])
+            button.click(_walk_handler(name, get_pair), None, [result, plot], **turns.queue())
 
 
 def _walk_handler(name: str, get_pair):
@@ -146,7 +152,7 @@ def _tab(name: str, get_pair, controls: list, to_kwargs) -> None:
         except (ValueError, OSError, RuntimeError) as exc:
             raise gr.Error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
         return tuple(run_lesson(name, get_pair, kwargs, progress)[:3])
-    button.click(handler, set(controls), outputs)
+    button.click(handler, set(controls), outputs, **turns.queue())
 
 
 def _knee_tab(get_pair):

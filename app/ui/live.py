@@ -9,7 +9,7 @@ import gradio as gr
 
 import visualizations as viz
 from app import validation
-from app.ui import handlers
+from app.ui import handlers, turns
 from app.ui.handlers import View
 from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
 
@@ -138,7 +138,7 @@ def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
         yield from handlers.decode(inputs, loader=loader, request=request, progress=progress)
 
     event = run_btn.click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",
-                          show_progress_on=o["stream"])
+                          show_progress_on=o["stream"], **turns.queue())
     event.then(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                api_visibility="private")
     stop_btn.click(handlers.stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
