@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 
 from demo_models import SMOLLM2_DRAFT_DIR
-from demo_models.prompts import train_prompts
+from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
+from demo_models.prompts import heldout_prompts, more_prompts, train_prompts
 
 EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json")
 CARD = """# SmolLM2-135M-Instruct draft — model card
@@ -31,8 +32,16 @@ It is useful only as a draft for that target: on its own it writes SmolLM2-flavo
 
 ## Architecture
 
-{arch}. Embeddings tied with the output layer and initialised with the target's embedding
-matrix projected on its top {hidden} principal directions (SVD), so the draft starts from the
+{arch}. It proposes only {kept} of the target's 49,152 tokens, those with the most teacher
+probability mass in its training data (frequency-ranked drafting, as in FR-Spec, Zhao et al.
+2025; `app/draft_vocab.py`). On the held-out replies they hold {cov_mass} of the teacher's top-{top_k}
+probability mass, and the teacher's most likely token is among them {cov_argmax} of the time. One
+extra input row stands for any other token. Speculative sampling stays exact: tokens outside get
+q = 0, and the target's correction can still produce them. The kept ids are in `config.json`
+(`draft_vocab_ids`); `app.models.forward` maps ids in and widens the logits out.
+
+Embeddings tied with the output layer and initialised with the target's embedding rows of the
+kept tokens projected on its top {hidden} principal directions (SVD), so the draft starts from the
 target's view of the vocabulary. Stored in fp16 ({size_mb} MB with the tokenizer; the budget is 40 MB).
 
 ## Data: the target's own outputs
@@ -40,14 +49,17 @@ target's view of the vocabulary. Stored in fp16 ({size_mb} MB with the tokenizer
 `python -m demo_models.distill_smollm2 data` ran the target once and cached what it said
 ({teacher_minutes} min on {data_threads} CPU threads):
 
-- its replies, through its chat template, to {n_train_prompts} instruction prompts
-  (`demo_models/prompts.py`: 14 task templates × 40 topics + 8 free prompts), sampled at
-  T = 0.7 and T = 1: {reply_summary};
+- its replies, through its chat template, to instruction prompts (`demo_models/prompts.py`):
+  {n_train_prompts} prompts (14 task templates × 40 topics + 8 free prompts) sampled at T = 0.7
+  and T = 1, then {n_more_prompts} more (115 new topics × 20 templates, the first 40 topics under 6
+  new templates, 50 everyday questions; shuffled, so a time cap keeps a varied subset) sampled at
+  T = 0.7: {reply_summary};
 - {corpus_windows} windows of {corpus_window_tokens} tokens of the shared public-domain corpus
   (Austen, Shakespeare);
 - at every position, the top {top_k} of its next-token log-probabilities.
 
-Held-out prompts use 10 other topics (the sun, forests, bicycles, …) and are used only for evaluation.
+Held-out prompts use 10 other topics (the sun, forests, bicycles, …), never trained on: the
+first {heldout_choice} choose the checkpoint and the logit scale, the evaluation uses the other {heldout_eval}.
 
 ## Training
 
@@ -132,10 +144,14 @@ def values(train: dict, evs: list[dict | None]) -> dict:
     return {
         "params": f"{train['parameters']:,}", "hidden": cfg["hidden_size"], "size_mb": f"{size / 1e6:.1f}",
         "arch": (f"{cfg['num_hidden_layers']} layers × {cfg['hidden_size']} hidden, {cfg['num_attention_heads']} "
-                 f"heads of {cfg['head_dim']}, SwiGLU MLP {cfg['intermediate_size']}, vocabulary {cfg['vocab_size']:,}"),
+                 f"heads of {cfg['head_dim']}, SwiGLU MLP {cfg['intermediate_size']}, {cfg['vocab_size']:,} embedding rows"),
         "teacher_minutes": f"{data['teacher_seconds'] / 60:.0f}", "data_threads": data["runs"][0]["threads"],
-        "n_train_prompts": len(train_prompts()),
-        "reply_summary": "; ".join(f"{k}: {v['examples']} replies, {v['tokens']:,} tokens" for k, v in replies.items()),
+        "heldout_choice": HELDOUT_FOR_TRAINING, "heldout_eval": len(heldout_prompts()) - HELDOUT_FOR_TRAINING,
+        "n_train_prompts": len(train_prompts()), "n_more_prompts": f"{len(more_prompts()):,}",
+        "kept": f"{len(cfg.get('draft_vocab_ids', [])):,}",
+        "cov_mass": f"{train['heldout_kept_coverage']['mass']:.1%}",
+        "cov_argmax": f"{train['heldout_kept_coverage']['argmax']:.1%}",
+        "reply_summary": "; ".join(f"{k}: {v['examples']:,} replies, {v['tokens']:,} tokens" for k, v in replies.items()),
         "corpus_windows": data["corpus_windows"], "corpus_window_tokens": data["corpus_window_tokens"],
         "top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
         "batch": train["batch"], "corpus_per_batch": train["corpus_per_batch"], "steps_done": train["steps_done"],
