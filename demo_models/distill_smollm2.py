@@ -7,15 +7,19 @@
 
 Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
-     template, sampling at T = 0.7 and T = 1; at every generated position the top-K of its
-     log-distribution is kept. It also reads windows of the shared corpus, top-K likewise.
-     Saved once under the cache directory (`--cache`), so re-training never re-runs the target.
-  2. train: (checkpoint chosen by alpha on the first HELDOUT_FOR_TRAINING held-out prompts;
-     the evaluation uses the others) a narrow Llama with tied embeddings, the embedding initialised with the target's
-     embedding projected on its top principal directions (SVD), trained by cross-entropy to the
-     teacher's renormalised top-K distribution (= forward KL up to a constant and the tail), the
-     quantity whose complement sum_x min(p, q) is the acceptance rate (Leviathan et al. 2023).
-     Saved in fp16 (within the 40 MB budget) with the target's tokenizer.
+     template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7; at
+     every generated position the top-K of its log-distribution is kept. It also reads windows
+     of the shared corpus, top-K likewise. Saved once under the cache directory (`--cache`), one
+     file per shard, so re-training never re-runs the target and a capped run resumes.
+  2. train: the draft keeps the DRAFT_VOCAB tokens with the most teacher mass (app/draft_vocab.py;
+     exact for any kept set). A narrow Llama over them with tied embeddings, initialised with
+     the target's embedding rows projected on their top principal directions (SVD), trained by
+     cross-entropy to the teacher's top-K distribution restricted to the kept tokens (= forward
+     KL up to a constant), the quantity whose complement sum_x min(p, q) is the acceptance rate
+     (Leviathan et al. 2023). The checkpoint is chosen by alpha on the first
+     HELDOUT_FOR_TRAINING held-out prompts; the evaluation uses the others. Saved in fp16
+     (within the 40 MB budget) with the target's tokenizer.
+  3. calibrate: one scalar, the draft's logit scale, fitted on the same held-out prompts.
 MKL_CBWR=AVX512 only speeds up the CPU matrix products on AMD CPUs (README, "CPU regime").
 """
 from __future__ import annotations
