@@ -96,3 +96,16 @@ def test_sampled_output_follows_the_target_distribution(partial):
     arms = {a.variant: a for a in r.arms}
     assert arms["exact"].p_value > 0.01 and arms["exact"].tv_to_exact < 0.06
     assert arms["no_residual"].p_value <= 0.01  # the test can fail: a broken sampler is caught
+
+
+def test_bench_refuses_a_partial_draft_with_a_clear_message(partial, tiny_dirs, capsys):
+    """transformers' assisted generation needs the draft's logits over the full vocabulary."""
+    from argparse import Namespace
+
+    from app import bench
+    pair, _, _ = partial
+    args = Namespace(target=tiny_dirs[0], draft=pair.draft_id, device="cpu", dtype="auto", gamma=2,
+                     max_new_tokens=4, repeats=1, fast=False)
+    assert bench.main(args) == 2
+    said = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bars
+    assert "part of the vocabulary" in said and "demo_models.evaluate" in said
