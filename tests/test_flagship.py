@@ -116,7 +116,13 @@ def test_draft_directory_is_within_budget_and_shares_the_vocabulary():
     size = sum(f.stat().st_size for f in SMOLLM2_DRAFT_DIR.iterdir() if f.is_file())
     assert size <= 40e6, size
     cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
-    assert cfg["vocab_size"] == 49152 and cfg["tie_word_embeddings"] is True
+    assert cfg["tie_word_embeddings"] is True and cfg["target_vocab_size"] == 49152
+    kept = cfg["draft_vocab_ids"]  # the target tokens it can propose (app/draft_vocab.py)
+    assert cfg["vocab_size"] == len(kept) + 1 and kept == sorted(set(kept)) and 0 <= kept[0] and kept[-1] < 49152
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(SMOLLM2_DRAFT_DIR)
+    specials = {tok.eos_token_id, tok.bos_token_id, tok.pad_token_id}
+    assert specials <= set(kept) and cfg["eos_token_id"] == kept.index(tok.eos_token_id)
 
 
 def test_missing_package_names_the_install_command_and_default_falls_back(monkeypatch):
