@@ -63,8 +63,9 @@ first {heldout_choice} choose the checkpoint and the logit scale, the evaluation
 
 ## Training
 
-`{command}`: cross-entropy to the teacher's renormalised top-{top_k} distribution at every
-reply and corpus position (forward KL up to a constant and the tail mass), AdamW, peak LR
+`{command}`: cross-entropy to the teacher's top-{top_k} distribution restricted to the kept tokens
+and renormalised, at every reply and corpus position (forward KL up to a constant and the tail
+mass), AdamW, peak LR
 {peak_lr}, cosine schedule over steps or the time cap, batches of {batch} replies + {corpus_per_batch}
 corpus windows. {steps_done} steps in {train_minutes} min on {train_threads} CPU threads.
 Held-out α bound (T = 1, top-{top_k} only, reply positions of held-out prompts) during training:
