@@ -284,9 +284,9 @@ def alpha_by_scale(draft, held: list[dict], pad: int, temperature: float, scales
     when the draft's logits are multiplied by each s in `scales`: p_T is the teacher's top-K
     distribution tempered (p^(1/T), renormalised), q_T = softmax(s * draft logits / T)."""
     draft.eval()
-    sums = {s: [] for s in scales}
+    sums, vocab = {s: [] for s in scales}, vocab_of(draft)
     for i in range(0, len(held), 8):
-        ids, mask, pos, tk_rows, p_target = collate(held[i:i + 8], pad, vocab_of(draft))
+        ids, mask, pos, tk_rows, p_target = collate(held[i:i + 8], pad, vocab)
         logits = draft_logits(draft, ids, mask, pos)                       # [n, K]
         p_t = p_target ** (1 / temperature)
         p_t = p_t / p_t.sum(-1, keepdim=True)                              # [n, TOP_K]
