@@ -223,10 +223,6 @@ def kept_coverage(vocab: DraftVocab, examples: list[dict]) -> dict:
     return {"mass": round(((p * kept).sum() / p.sum()).item(), 4), "argmax": round(kept[:, 0].float().mean().item(), 4)}
 
 
-def vocab_of(draft) -> DraftVocab:
-    return DraftVocab(draft.config.draft_vocab_ids, draft.config.target_vocab_size, "cpu")
-
-
 def collate(examples: list[dict], pad: int, vocab: DraftVocab):
     """Right-padded draft rows [b, L], attention mask [b, L], and the flat positions with a
     teacher target (index into [b * L]) with the teacher's top-K as draft rows / probabilities
@@ -284,7 +280,7 @@ def alpha_by_scale(draft, held: list[dict], pad: int, temperature: float, scales
     when the draft's logits are multiplied by each s in `scales`: p_T is the teacher's top-K
     distribution tempered (p^(1/T), renormalised), q_T = softmax(s * draft logits / T)."""
     draft.eval()
-    sums, vocab = {s: [] for s in scales}, vocab_of(draft)
+    sums, vocab = {s: [] for s in scales}, DraftVocab.of(draft)
     for i in range(0, len(held), 8):
         ids, mask, pos, tk_rows, p_target = collate(held[i:i + 8], pad, vocab)
         logits = draft_logits(draft, ids, mask, pos)                       # [n, K]
@@ -346,7 +342,7 @@ def train_draft(args) -> None:
     draft = make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(),
                        choose_vocab(data + corpus, special))
     del teacher
-    pad, vocab = tok.pad_token_id, vocab_of(draft)
+    pad, vocab = tok.pad_token_id, DraftVocab.of(draft)
     coverage = kept_coverage(vocab, held)
     print(f"kept vocabulary: {len(vocab.ids):,} tokens; on held-out replies {coverage}", flush=True)
     print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")

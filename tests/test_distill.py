@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from app.draft_vocab import DraftVocab
 from demo_models import distill_smollm2 as distill
 
 V = distill.VOCAB_SIZE
@@ -53,7 +54,7 @@ def test_draft_rows_and_special_ids_are_mapped(draft):
 
 
 def test_loss_and_alpha_bound_count_untrainable_mass_as_lost(draft, data):
-    batch = distill.collate(data, pad=2, vocab=distill.vocab_of(draft))
+    batch = distill.collate(data, pad=2, vocab=DraftVocab.of(draft))
     ids, mask, pos, tk_rows, p_target = batch
     assert ids.max() <= len(draft.config.draft_vocab_ids)       # draft rows, extra row included
     assert len(pos) == 4 and tk_rows.shape == (4, distill.TOP_K)

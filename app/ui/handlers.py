@@ -410,9 +410,10 @@ class _Run:
 
 def in_background(iterator: Iterator, min_interval: Callable[[], float] = lambda: 0.0):
     """Run `iterator` in its own thread and yield its newest item when the consumer is ready,
-    at most once per min_interval() seconds (asked after each item): a slow consumer (drawing, the network) skips items
-    instead of slowing the producer, and a fast one does not fight it for the GIL (a thread
-    that keeps the GIL busy makes every torch op of the producer wait to get it back).
+    at most once per min_interval() seconds (asked after each item): a slow consumer (drawing,
+    the network) skips items instead of slowing the producer, and a fast one does not fight it
+    for the GIL (a thread that keeps the GIL busy makes every torch op of the producer wait to
+    get it back).
     Re-raises the producer's exception; ends when the producer does."""
     ready, box = threading.Condition(), {"item": None, "new": False, "done": False, "error": None}
 
