@@ -1,6 +1,7 @@
 """Tokens/s of a decode streamed through the app against the CLI engine, same settings.
 
     python benchmarks/stream_vs_cli.py [--max-new-tokens 128] [--gamma 4] [--repeats 3]
+    python benchmarks/stream_vs_cli.py --pair "smollm2-135m q4 / distilled draft"  # a preset
     python benchmarks/stream_vs_cli.py --target DIR --draft DIR     # another local pair
 
 The app runs in a subprocess (this script with --serve), as a user would run it; this process
@@ -57,7 +58,12 @@ def parse_args(argv=None):
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--drafter", default="model", help="model | ngram")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--target", default=None, help="local target directory (default: embedded)")
+    ap.add_argument("--pair", default="embedded",
+                    help="a preset of demo_models.presets (default: embedded, the fastest pair, "
+                         "where the app's per-token costs weigh most)")
+    ap.add_argument("--prompt-mode", default="auto", choices=["auto", "chat", "continue"],
+                    help="auto: chat when the target has a chat template (as the app and CLI do)")
+    ap.add_argument("--target", default=None, help="local target directory (instead of --pair)")
     ap.add_argument("--draft", default=None, help="local draft directory (default: embedded)")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch threads in both the app and the CLI (0: torch's default)")
@@ -111,8 +117,8 @@ def app_run(client, args) -> tuple[float, float, int, float]:
     """(engine tokens/s, end-to-end tokens/s, streamed updates, tokens/s to the final charts)
     of one decode via the API."""
     start = time.perf_counter()
-    job = client.submit(args.prompt, "embedded", args.drafter, args.gamma, "fixed", 0.0, 1.0, 0, 0,
-                        args.max_new_tokens, "auto", False, False, "continue", api_name="/decode")
+    job = client.submit(args.prompt, args.pair, args.drafter, args.gamma, "fixed", 0.0, 1.0, 0, 0,
+                        args.max_new_tokens, "auto", False, False, mode(args), api_name="/decode")
     updates, text_done = 0, None
     for out in job:
         updates += 1
@@ -123,6 +129,11 @@ def app_run(client, args) -> tuple[float, float, int, float]:
     summary = result[6]
     n = summary["new_tokens"]
     return summary["summary"]["tokens_per_s"], n / (text_done or wall), updates, n / wall
+
+
+def mode(args) -> str:
+    """The app's prompt mode: the CLI side mirrors it in cli_worker."""
+    return "continue" if args.target else args.prompt_mode
 
 
 def cli_decode(pair, ids, args) -> tuple[float, float]:
@@ -144,8 +155,9 @@ def cli_decode(pair, ids, args) -> tuple[float, float]:
 def cli_worker(args) -> None:
     """Load the pair, decode once to warm up, decode again and print the measured numbers."""
     from app import validation
-    pair = loader_for(args)("embedded", device="auto", dtype="auto", ngram=args.drafter == "ngram")
-    ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, args.max_new_tokens)
+    pair = loader_for(args)(args.pair, device="auto", dtype="auto", ngram=args.drafter == "ngram")
+    chat = {"chat": True, "continue": False}.get(mode(args), validation.has_chat_template(pair.tokenizer))
+    ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, args.max_new_tokens, chat)
     cli_decode(pair, ids, args)
     import torch
     print(json.dumps({"result": cli_decode(pair, ids, args), "pair": [pair.target_id, pair.draft_id],
@@ -155,7 +167,8 @@ def cli_worker(args) -> None:
 def cli_run(args) -> tuple[tuple[float, float], dict]:
     cmd = [sys.executable, __file__, "--cli-worker", "--threads", str(args.threads),
            "--prompt", args.prompt, "--gamma", str(args.gamma),
-           "--max-new-tokens", str(args.max_new_tokens), "--drafter", args.drafter]
+           "--max-new-tokens", str(args.max_new_tokens), "--drafter", args.drafter,
+           "--pair", args.pair, "--prompt-mode", args.prompt_mode]
     if args.target:
         cmd += ["--target", args.target, "--draft", args.draft or args.target]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout

@@ -36,6 +36,7 @@ import visualizations as viz
 from app import validation
 from app.engine import run, summarize
 from app.models import ModelLoadError, resolve_device
+from app.timing import same_threads
 from app.trace import Trace
 from app import annotate, cpu_regime
 from app.ui import turns
@@ -419,6 +420,7 @@ def in_background(iterator: Iterator, min_interval: Callable[[], float] = lambda
 
     def produce():
         try:
+            same_threads()  # a new thread: apply torch's thread count to it (app.timing)
             for item in iterator:
                 with ready:
                     box.update(item=item, new=True)

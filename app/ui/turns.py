@@ -44,6 +44,8 @@ def turn(device: str, waiting: Callable[[str], None] | None = None):
             waiting(f"waiting for {device}: another decode or lesson is running on it")
         lock.acquire()
     try:
+        from app.timing import same_threads
+        same_threads()  # this handler's thread times forwards: torch's thread count applies here too
         yield
     finally:
         lock.release()
