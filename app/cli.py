@@ -76,6 +76,8 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", help="auto | float32 | float16 | bfloat16")
     p.add_argument("--fast", action="store_true",
                    help="fast path (app.fastpath): lean decoder on a CPU, CUDA graphs on CUDA")
+    p.add_argument("--draft-int8", action="store_true",
+                   help="run the draft with int8 weights (app.lean.Int8Weight; needs --fast, CPU)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine)")
 
@@ -106,7 +108,7 @@ def cmd_generate(args) -> int:
     from app.engine import run
     settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
                                    top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                                   drafter=args.drafter, fast=args.fast)
+                                   drafter=args.drafter, fast=args.fast, draft_int8=args.draft_int8)
     pair = load_cli_pair(args)
     chat = args.chat if args.chat is not None else validation.has_chat_template(pair.tokenizer)
     ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens, chat)

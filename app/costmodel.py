@@ -131,11 +131,15 @@ class Cost:
                 "kv_write_bytes": self.kv_write_bytes, "activation_bytes": self.activation_bytes}
 
 
-def forward_cost(config, batch: int, q: int, kv_len: int, dtype_bytes: int) -> Cost:
+def forward_cost(config, batch: int, q: int, kv_len: int, dtype_bytes: int,
+                 weight_bytes: float | None = None) -> Cost:
     """Cost of a forward of `batch` x `q` new tokens over `kv_len` cached tokens per sequence.
 
     dtype_bytes: bytes per weight / KV / activation element (2 for bf16/fp16, 4 for fp32).
+    weight_bytes: bytes per weight element when the weights differ (1 for int8 weights; their
+    per-row scales, one per `hidden` or more elements, are left out); default dtype_bytes.
     """
+    weight_bytes = dtype_bytes if weight_bytes is None else weight_bytes
     d = dims(config)
     tokens = batch * q  # positions every linear layer processes
     per_layer_mm = sum(i * o for i, o in _layer_matrices(d))  # (tokens, in) @ (in, out)
@@ -144,7 +148,7 @@ def forward_cost(config, batch: int, q: int, kv_len: int, dtype_bytes: int) -> C
     kv_row = d.layers * 2 * d.kv_heads * d.head_dim  # K and V elements per cached position
     return Cost(
         linear_flops=float(linear), attention_flops=float(attention),
-        weights_bytes=float(_weights_read(d, batch, q) * dtype_bytes),
+        weights_bytes=float(_weights_read(d, batch, q) * weight_bytes),
         kv_read_bytes=float(batch * kv_len * kv_row * dtype_bytes),
         kv_write_bytes=float(tokens * kv_row * dtype_bytes),
         activation_bytes=float(tokens * _activation_elems(d) * dtype_bytes))

@@ -54,19 +54,24 @@ class ModelDrafter:
     two tokens in its first pass (gpt-fast feeds it eagerly instead; same result)."""
     name = "model"
 
-    def __init__(self, model, device: str, max_len: int | None = None):
-        """max_len: a static cache of that many positions (the fast path), else a dynamic one."""
-        self.model, self.device, self.max_len = model, device, max_len
+    def __init__(self, model, device: str, max_len: int | None = None, int8: bool = False):
+        """max_len: a static cache of that many positions (the fast path), else a dynamic one.
+        int8: run the draft with int8 weights (app.lean.Int8Weight; needs max_len on a CPU)."""
+        self.model, self.device, self.max_len, self.int8 = model, device, max_len, int8
         self.cache = new_cache()
 
     def start(self, ids: list[int]) -> list[ForwardTiming]:
-        self.cache = new_cache(self.model, self.max_len)
+        self.cache = new_cache(self.model, self.max_len, int8=self.int8)
         if len(ids) < 2:
             return []
         prompt = torch.tensor([ids[:-1]], device=self.device)  # [1, n - 1]
         _, timing = timed_forward(self.model, prompt, self.cache, self.device,
                                   model_name="draft", phase="prefill")
-        return [timing]
+        return [self._marked(timing)]
+
+    def _marked(self, timing: ForwardTiming) -> ForwardTiming:
+        timing.weights = "int8" if self.int8 else ""
+        return timing
 
     def propose(self, ids, gamma, transform, display, sampler, keep_drafting=None) -> Proposal:
         """Draft up to gamma tokens, stopping early when keep_drafting(q_row) is False; q_row is
@@ -80,7 +85,7 @@ class ModelDrafter:
             last = logits[0, -1:]  # [1, vocab]
             q_rows.append(transform(last)[0]), shown.append(display(last)[0])
             tokens.append(sampler(q_rows[-1]))
-            forwards.append(timing)
+            forwards.append(self._marked(timing))
             pending = tokens[-1:]
             if keep_drafting is not None and not keep_drafting(shown[-1]):
                 break

@@ -57,16 +57,18 @@ class DecodeSettings:
     max_new_tokens: int = 64
     drafter: str = "model"  # "model" | "ngram"
     fast: bool = False      # app.fastpath: fixed-address KV caches (lean decoder on CPU, CUDA graphs on CUDA)
+    draft_int8: bool = False  # the draft model's weights in int8 (app.lean.Int8Weight; fast path, CPU)
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
 
 
-def make_drafter(pair: ModelPair, kind: str, max_len: int | None = None):
-    """max_len: give the draft model a static cache of that many positions (the fast path)."""
+def make_drafter(pair: ModelPair, kind: str, max_len: int | None = None, int8: bool = False):
+    """max_len: give the draft model a static cache of that many positions (the fast path);
+    int8: run it with int8 weights (the fast path on a CPU)."""
     if kind == "model" and pair.draft is not None:
-        return ModelDrafter(pair.draft, pair.device, max_len)
+        return ModelDrafter(pair.draft, pair.device, max_len, int8)
     if kind == "model":  # a pair loaded without a draft model drafts by lookup
         kind = "ngram"
     if kind == "ngram":
@@ -163,7 +165,7 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
     display = (lambda logits: torch.softmax(logits[..., :vocab].float(), -1)) if greedy else transform
     sampler = lambda probs: sample(probs, generator, greedy)
     max_len = _fast_path(pair, prompt_ids, settings)
-    drafter = drafter or make_drafter(pair, settings.drafter, max_len)
+    drafter = drafter or make_drafter(pair, settings.drafter, max_len, settings.draft_int8)
     policy = policy or FixedDepth(settings.gamma)
     decoder, eos_id = _Decoder(pair.tokenizer), pair.tokenizer.eos_token_id
     ids, cache, produced = list(prompt_ids), new_cache(pair.target, max_len), 0

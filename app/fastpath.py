@@ -31,7 +31,7 @@ from app import lean
 COMPILED_MAX_Q = 17  # the widest verify pass (MAX_GAMMA + 1); longer passes (prefills) run eagerly
 _compiled: "weakref.WeakKeyDictionary[torch.nn.Module, object]" = weakref.WeakKeyDictionary()
 failed: list[str] = []  # compiler errors seen (the fast path fell back to eager for that model)
-_lean: "weakref.WeakKeyDictionary[torch.nn.Module, lean.LeanModel]" = weakref.WeakKeyDictionary()
+_lean = {False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()}  # by int8: LeanModels
 
 
 def graphs_available(device: str) -> bool:
@@ -79,13 +79,18 @@ def label(device: str) -> str:
     return _KINDS[_kind(device)][0]
 
 
-def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1):
+def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1, int8: bool = False):
     """The fast path's cache for `model`: a LeanCache where app.lean runs it, else a
-    transformers StaticCache of max_len positions."""
+    transformers StaticCache of max_len positions. int8: app.lean runs the model with int8
+    weights (app.lean.Int8Weight); ValueError where app.lean does not run it."""
+    if int8 and not uses_lean(model):
+        raise ValueError("int8 draft weights run on the lean decoder only: a Llama-family draft "
+                         "on a CPU, with the fast path on")
     if uses_lean(model):
-        if model not in _lean:
-            _lean[model] = lean.LeanModel(model)
-        return _lean[model].new_cache(batch, min(max_len, _lean[model].max_positions))
+        runners = _lean[int8]
+        if model not in runners:
+            runners[model] = lean.LeanModel(model, int8=int8)
+        return runners[model].new_cache(batch, min(max_len, runners[model].max_positions))
     from transformers import StaticCache
     return StaticCache(config=model.config, max_cache_len=max_len)
 
@@ -101,7 +106,7 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Ten
     model (q up to COMPILED_MAX_Q, once enable() compiled it) or the eager one.
     input_ids [batch, q] -> logits [batch, q, vocab]."""
     if isinstance(cache, lean.LeanCache):
-        return _lean[model](input_ids, cache)
+        return cache.model(input_ids, cache)  # the LeanModel (fp32 or int8 weights) that made it
     kw = {"input_ids": input_ids, "cache": cache, "use_cache": True}
     compiled = _compiled.get(model) if input_ids.shape[1] <= COMPILED_MAX_Q else None
     if compiled is not None:

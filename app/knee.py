@@ -118,21 +118,22 @@ def measure_knee(model, config, *, device: str, dtype, ceilings: Ceilings,
 
 
 def time_forward(model, *, device: str, batch: int, q: int, kv_len: int, repeats: int = 5,
-                 seed: int = 0, fast: bool = False) -> float:
+                 seed: int = 0, fast: bool = False, int8: bool = False) -> float:
     """Median seconds of one forward of (batch, q) random tokens over a kv_len-token cache."""
     return time_passes(model, device=device, batch=batch, qs=[q], kv_len=kv_len,
-                       repeats=repeats, seed=seed, fast=fast)[0]
+                       repeats=repeats, seed=seed, fast=fast, int8=int8)[0]
 
 
 @torch.inference_mode()
 def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, repeats: int = 5,
-                seed: int = 0, fast: bool = False) -> list[float]:
+                seed: int = 0, fast: bool = False, int8: bool = False) -> list[float]:
     """Median seconds of one forward of (batch, q) random tokens over a kv_len-token cache, for
     each q. One prefill serves every q; the q values are interleaved round by round (after one
     warm-up round), so drifting background load hits them alike. The cache is cropped back to
     kv_len after every timed pass (timed with device synchronisation by app.timing).
     fast=True: the fast path's cache and passes (app.fastpath: lean on a CPU, compiled on CUDA);
-    the warm-up round then also absorbs any compilation."""
+    the warm-up round then also absorbs any compilation. int8 (with fast, on a CPU): the model
+    with int8 weights (app.lean.Int8Weight)."""
     from app.fastpath import enable
     from app.models import crop_cache, forward, new_cache  # the one home of the cache API
     from app.timing import timed_forward
@@ -141,7 +142,7 @@ def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, r
     vocab = model.config.get_text_config().vocab_size
     if fast:
         enable(model, device)
-    cache = new_cache(model, kv_len + max(qs), batch) if fast else new_cache()
+    cache = new_cache(model, kv_len + max(qs), batch, int8) if fast else new_cache(int8=int8)
     if kv_len:
         forward(model, torch.randint(0, vocab, (batch, kv_len), generator=gen).to(device), cache)
     new = {q: torch.randint(0, vocab, (batch, q), generator=gen).to(device) for q in qs}  # (batch, q)

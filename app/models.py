@@ -216,14 +216,18 @@ def load_shape_pair(target_shape: str, draft_shape: str, *, device: str = "auto"
 
 # --- the transformers cache API, in one place -------------------------------------------
 
-def new_cache(model: torch.nn.Module | None = None, max_len: int | None = None, batch: int = 1):
+def new_cache(model: torch.nn.Module | None = None, max_len: int | None = None, batch: int = 1,
+              int8: bool = False):
     """A DynamicCache; with a model and max_len, the fast path's cache of max_len positions
     (app.fastpath: a StaticCache, or app.lean's LeanCache on a CPU; both have fixed addresses
-    and roll back by moving a position counter)."""
+    and roll back by moving a position counter). int8: the model runs with int8 weights
+    (app.lean.Int8Weight; the fast path on a CPU only)."""
     if model is None or max_len is None:
+        if int8:
+            raise ValueError("int8 draft weights need the fast path (turn it on)")
         return DynamicCache()
     from app.fastpath import new_cache as fast_cache
-    return fast_cache(model, max_len, batch)
+    return fast_cache(model, max_len, batch, int8)
 
 
 def cache_len(cache) -> int:

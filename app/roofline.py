@@ -77,7 +77,8 @@ def classify(seconds: float, flops: float, bytes: float, ceilings: Ceilings,
 def annotate(forward: ForwardTiming, config, dtype_bytes: int, ceilings: Ceilings) -> Placement:
     """Fill forward.flops, forward.bytes and forward.bound IN PLACE (the engine already holds
     the ForwardTiming inside its StepEvent) and return the full Placement."""
-    cost = forward_cost(config, forward.batch, forward.tokens, forward.kv_len, dtype_bytes)
+    weight_bytes = 1 if forward.weights == "int8" else None  # int8 weights: 1 byte each
+    cost = forward_cost(config, forward.batch, forward.tokens, forward.kv_len, dtype_bytes, weight_bytes)
     placement = classify(forward.seconds, cost.flops, cost.bytes, ceilings)
     forward.flops, forward.bytes, forward.bound = cost.flops, cost.bytes, placement.bound
     return placement

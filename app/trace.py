@@ -27,6 +27,7 @@ class ForwardTiming:
     batch x tokens new positions were processed over kv_len cached ones.
     flops / bytes: the cost model's estimate (app.hardware), 0 when not computed.
     bound: "memory", "compute" or "overhead", classified from `seconds` (app.hardware).
+    weights: "int8" when the pass ran int8 weights (app.lean.Int8Weight), else "" (the run's dtype).
     """
     model: str
     phase: str
@@ -37,6 +38,7 @@ class ForwardTiming:
     flops: float = 0.0
     bytes: float = 0.0
     bound: str = ""
+    weights: str = ""
 
 
 @dataclass

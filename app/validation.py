@@ -43,10 +43,12 @@ def _float(name: str, value, low: float, high: float, low_open: bool = False) ->
 
 
 def settings(*, gamma=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, max_new_tokens=64,
-             drafter="model", fast=False) -> DecodeSettings:
+             drafter="model", fast=False, draft_int8=False) -> DecodeSettings:
     """Check every decoding setting; returns DecodeSettings or raises InputError."""
     if drafter not in DRAFTERS:
         raise InputError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
+    if draft_int8 and not fast:
+        raise InputError("int8 draft weights run on the fast path (the lean decoder, CPU): turn the fast path on")
     return DecodeSettings(
         gamma=_int("gamma", gamma, 1, MAX_GAMMA),
         temperature=_float("temperature", temperature, 0.0, MAX_TEMPERATURE),
@@ -54,7 +56,7 @@ def settings(*, gamma=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, max_new_to
         top_p=_float("top_p", top_p, 0.0, 1.0, low_open=True),
         seed=_int("seed", seed, 0, MAX_SEED),
         max_new_tokens=_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS),
-        drafter=drafter, fast=bool(fast))
+        drafter=drafter, fast=bool(fast), draft_int8=bool(draft_int8) and drafter == "model")
 
 
 def batch(n) -> int:

@@ -256,20 +256,33 @@ def matched(log_q: torch.Tensor, tk_rows: torch.Tensor) -> tuple[torch.Tensor, t
     return log_q.gather(1, tk_rows.clamp(max=log_q.shape[1] - 1)), kept
 
 
-def soft_ce(draft, ids, mask, pos, tk_rows, p_target) -> tuple[torch.Tensor, torch.Tensor]:
+def soft_ce(draft, ids, mask, pos, tk_rows, p_target, tvd: float = 0.0,
+            tvd_t: float = 0.7) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy of the draft to the teacher's top-K restricted to the kept tokens (the
     conditional the draft can express), and the per-position acceptance lower bound
-    sum over kept top-K of min(p, q) at T = 1 (teacher mass on other tokens counts as lost)."""
-    log_q_k, kept = matched(F.log_softmax(draft_logits(draft, ids, mask, pos), -1), tk_rows)
+    sum over kept top-K of min(p, q) at T = 1 (teacher mass on other tokens counts as lost).
+
+    tvd > 0 adds tvd * (1 - that bound at temperature tvd_t, both sides tempered): the rejection
+    rate itself, the total variation distance that DistillSpec (Zhou et al. 2023, arXiv
+    2310.08461) distils against. Cross-entropy covers the teacher's mass; this term rewards
+    matching it where min(p, q) is decided."""
+    logits = draft_logits(draft, ids, mask, pos)                                   # [n, K]
+    log_q_k, kept = matched(F.log_softmax(logits, -1), tk_rows)                    # [n, TOP_K]
     p_kept = p_target * kept
     loss = -(p_kept / p_kept.sum(-1, keepdim=True).clamp_min(1e-6) * log_q_k).sum(-1).mean()
     alpha = (torch.minimum(p_target, log_q_k.exp()) * kept).sum(-1)
+    if tvd > 0:
+        p_t = p_target ** (1 / tvd_t)
+        p_t = p_t / p_t.sum(-1, keepdim=True)
+        q_t = matched(F.log_softmax(logits / tvd_t, -1), tk_rows)[0].exp()
+        loss = loss + tvd * (1 - (torch.minimum(p_t, q_t) * kept).sum(-1).mean())
     return loss, alpha
 
 
-def heldout_alpha(draft, held: list[dict], pad: int) -> float:
-    """The held-out alpha bound at T = 1 (alpha_by_scale at scale 1); leaves the draft training."""
-    alpha = alpha_by_scale(draft, held, pad, 1.0, [1.0])[1.0]
+def heldout_alpha(draft, held: list[dict], pad: int, temperature: float = 1.0) -> float:
+    """The held-out alpha bound at `temperature` (alpha_by_scale at scale 1); leaves the draft
+    training."""
+    alpha = alpha_by_scale(draft, held, pad, temperature, [1.0])[1.0]
     draft.train()
     return alpha
 
@@ -337,11 +350,7 @@ def train_draft(args) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     data, corpus, held, data_log = load_data(cache_dir(args.cache))
-    teacher, tok = load_teacher()
-    special = sorted({i for i in tok.all_special_ids} | {tok.bos_token_id, tok.eos_token_id, tok.pad_token_id})
-    draft = make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(),
-                       choose_vocab(data + corpus, special))
-    del teacher
+    draft, tok, before = start_draft(args, data + corpus)
     pad, vocab = tok.pad_token_id, DraftVocab.of(draft)
     coverage = kept_coverage(vocab, held)
     print(f"kept vocabulary: {len(vocab.ids):,} tokens; on held-out replies {coverage}", flush=True)
@@ -353,7 +362,7 @@ def train_draft(args) -> None:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, time.time() - t0, cap, args.lr)
         batch = rng.sample(data, args.batch) + rng.sample(corpus, args.corpus_per_batch)
-        loss, alpha = soft_ce(draft, *collate(batch, pad, vocab))
+        loss, alpha = soft_ce(draft, *collate(batch, pad, vocab), tvd=args.tvd, tvd_t=args.tvd_temperature)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
         opt.step()
@@ -363,6 +372,8 @@ def train_draft(args) -> None:
                    "seconds": round(time.time() - t0, 1)}
             if step % 100 == 0:
                 row["heldout_alpha_topk"] = heldout_alpha(draft, held, pad)
+                if args.tvd:  # the term's own temperature, logged beside the selection metric
+                    row[f"heldout_alpha_topk_T{args.tvd_temperature}"] = heldout_alpha(draft, held, pad, args.tvd_temperature)
                 if row["heldout_alpha_topk"] > best[0]:
                     best = (row["heldout_alpha_topk"], step, {k: v.clone() for k, v in draft.state_dict().items()})
             curve.append(row)
@@ -377,7 +388,24 @@ def train_draft(args) -> None:
                                   "heldout_kept_coverage": coverage,
                                   "seconds": round(time.time() - t0, 1), "final_heldout_alpha_topk": final,
                                   "saved_step": best[1] if best[0] > final else step,
-                                  "heldout_alpha_topk": max(final, best[0])})
+                                  "heldout_alpha_topk": max(final, best[0]),
+                                  "tvd": args.tvd, "tvd_temperature": args.tvd_temperature,
+                                  **({"resumed_from": before} if before else {})})
+
+
+def start_draft(args, examples: list[dict]):
+    """(draft in float32, tokenizer, the resumed run's train log or None): a new draft
+    (make_draft over choose_vocab), or with --resume the saved one, to train further."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if args.resume:
+        src = Path(args.resume)
+        draft = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+        return draft.train(), AutoTokenizer.from_pretrained(src), json.loads((src / "train_log.json").read_text())
+    teacher, tok = load_teacher()
+    special = sorted({i for i in tok.all_special_ids} | {tok.bos_token_id, tok.eos_token_id, tok.pad_token_id})
+    draft = make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(),
+                       choose_vocab(examples, special))
+    return draft, tok, None
 
 
 def save_draft(draft, tok, args, log: dict) -> None:
@@ -411,6 +439,10 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--max-minutes", type=float, default=60.0)
+    ap.add_argument("--resume", help="train a saved draft further (its directory) instead of a new one")
+    ap.add_argument("--tvd", type=float, default=0.0,
+                    help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
+    ap.add_argument("--tvd-temperature", type=float, default=0.7)
     return ap.parse_args(argv)
 
 

@@ -39,8 +39,10 @@ def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
 
 
 @torch.inference_mode()
-def _logits(model, x: torch.Tensor) -> torch.Tensor:
-    return forward(model, x, new_cache())[0]  # x: [1, n] -> [n, vocab] (app.models: any draft)
+def _logits(model, x: torch.Tensor, int8: bool = False) -> torch.Tensor:
+    """x: [1, n] -> [n, vocab] (app.models: any draft); int8: the model with int8 weights
+    (app.lean.Int8Weight, on the fast path's cache)."""
+    return forward(model, x, new_cache(model, x.shape[1], int8=True) if int8 else new_cache())[0]
 
 
 def windows(ids: torch.Tensor, n: int) -> list[torch.Tensor]:
@@ -80,18 +82,19 @@ def own_samples(pair, prompts: list[list[int]], temperature: float, n_tokens: in
     return out
 
 
-def cost_ratio(pair, repeats: int = 20, fast: bool = False) -> dict:
+def cost_ratio(pair, repeats: int = 20, fast: bool = False, int8: bool = False) -> dict:
     """Median single-token forward time of each model over a 64-token cache (fast: on the
-    fast path, app.fastpath)."""
+    fast path, app.fastpath; int8: the draft with int8 weights)."""
     from app.knee import time_forward
-    times = {name: time_forward(model, device=pair.device, batch=1, q=1, kv_len=64, repeats=repeats, fast=fast)
+    times = {name: time_forward(model, device=pair.device, batch=1, q=1, kv_len=64, repeats=repeats,
+                                fast=fast, int8=int8 and name == "draft")
              for name, model in (("target", pair.target), ("draft", pair.draft))}
     return {"t_target_ms": round(times["target"] * 1e3, 3), "t_draft_ms": round(times["draft"] * 1e3, 3),
             "c": round(times["draft"] / times["target"], 3)}
 
 
 def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int, gammas=GAMMAS,
-           fast: bool = False) -> dict:
+           fast: bool = False, int8: bool = False) -> dict:
     """tokens/s (median over interleaved rounds) and tokens per pass, plain and per gamma; when
     greedy, whether each gamma's outputs equal plain decoding's token for token."""
     configs = [("plain", 0)] + [(f"gamma={g}", g) for g in gammas]
@@ -102,7 +105,7 @@ def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int, gammas
             tokens, seconds, passes = 0, 0.0, 0
             for i, ids in enumerate(prompts):
                 s = DecodeSettings(gamma=max(gamma, 1), temperature=temperature,
-                                   max_new_tokens=n_tokens, seed=1000 * r + i, fast=fast)
+                                   max_new_tokens=n_tokens, seed=1000 * r + i, fast=fast, draft_int8=int8)
                 gen = speculative_generate if gamma else autoregressive_generate
                 start = time.perf_counter()
                 events = list(gen(pair, ids, s))
@@ -148,10 +151,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", type=Path, default=None, help="default: MODELS/eval.json")
     ap.add_argument("--quick", action="store_true", help="fewer windows and samples (tests)")
     ap.add_argument("--fast", action="store_true", help="--pair smollm2: time on the fast path (app.fastpath)")
+    ap.add_argument("--draft-int8", action="store_true",
+                    help="--pair smollm2 with --fast: the draft with int8 weights (app.lean.Int8Weight)")
     args = ap.parse_args(argv)
     if args.pair == "smollm2":
         from demo_models import evaluate_smollm2
-        return evaluate_smollm2.main(args.out, args.quick, args.fast)
+        if args.draft_int8 and not args.fast:
+            ap.error("--draft-int8 runs on the fast path: add --fast")
+        return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8)
     pair = load_pair(str(args.models / "target"), str(args.models / "draft"), device=args.device)
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     _, heldout = encode_split(pair.tokenizer, texts)

@@ -46,12 +46,14 @@ def chat_prompts(pair, n: int) -> list[list[int]]:
     return [prompt_ids(pair.tokenizer, p, pair.context, 256, chat=True) for p in prompts[::step][:n]]
 
 
-def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float) -> dict:
+def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
+                int8: bool = False) -> dict:
     """alpha and greedy agreement over the reply positions only (the draft never learned to
-    predict the prompt): logits at positions P - 1 .. L - 2 of each [1, L] sample."""
+    predict the prompt): logits at positions P - 1 .. L - 2 of each [1, L] sample. int8: the
+    draft as it runs with int8 weights."""
     alphas, agree = [], []
     for x, n in zip(samples, prompt_lens):
-        lt, ld = _logits(pair.target, x)[n - 1:-1], _logits(pair.draft, x)[n - 1:-1]  # [L - n, vocab]
+        lt, ld = _logits(pair.target, x)[n - 1:-1], _logits(pair.draft, x, int8)[n - 1:-1]  # [L - n, vocab]
         p, q = logits_to_probs(lt, temperature), logits_to_probs(ld, temperature)
         alphas.append(torch.minimum(p, q).sum(-1))
         agree.append(lt.argmax(-1) == ld.argmax(-1))
@@ -68,19 +70,19 @@ def best(speed: dict) -> dict:
 
 
 def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_tokens=64, rounds=3,
-             seed=0, fast=False) -> dict:
+             seed=0, fast=False, int8=False) -> dict:
     from app.cpu_regime import probe
     from app.hardware import device_info
     result = {"prompts": "held-out chat prompts (demo_models/prompts.py: HELDOUT_TOPICS, past the first 48)"}
     prompts = chat_prompts(pair, max(samples_n, speed_prompts))
     for t in (0.7, 1.0):
         own = own_samples(pair, prompts[:samples_n], t, sample_tokens, seed)
-        result[f"own_samples_T={t}"] = reply_alpha(pair, own, [len(p) for p in prompts[:samples_n]], t)
-    result["cost"] = cost_ratio(pair, fast=fast)
+        result[f"own_samples_T={t}"] = reply_alpha(pair, own, [len(p) for p in prompts[:samples_n]], t, int8)
+    result["cost"] = cost_ratio(pair, fast=fast, int8=int8)
     regime = probe(pair.target, pair.device, device_info(pair.device)["name"])
     result["regime"] = regime.to_dict()
     for name, temperature in (("greedy", 0.0), ("T=0.7", 0.7)):
-        table = speeds(pair, prompts[:speed_prompts], temperature, speed_tokens, rounds, GAMMAS, fast)
+        table = speeds(pair, prompts[:speed_prompts], temperature, speed_tokens, rounds, GAMMAS, fast, int8)
         result[f"speed_{name}"] = table
         result[f"best_{name}"] = best(table)
     alpha = result["own_samples_T=0.7"]["alpha"]
@@ -91,7 +93,7 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     return result
 
 
-def main(out: str | None, quick: bool, fast: bool = False) -> dict:
+def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False) -> dict:
     import json
     from pathlib import Path
 
@@ -100,13 +102,13 @@ def main(out: str | None, quick: bool, fast: bool = False) -> dict:
     kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16, "rounds": 1} if quick else {}
     t0 = time.time()
     result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
-              "mkl_cbwr": os.environ.get("MKL_CBWR"), "fast_path": fast, "target_params": pair.info["target_params"],
+              "mkl_cbwr": os.environ.get("MKL_CBWR"), "fast_path": fast, "draft_int8": int8, "target_params": pair.info["target_params"],
               "draft_params": pair.info["draft_params"], "target_weights": pair.info["weights"],
-              **evaluate(pair, fast=fast, **kw)}
+              **evaluate(pair, fast=fast, int8=int8, **kw)}
     result["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(result, indent=1))
     suffix = "_mkl_" + os.environ["MKL_CBWR"].lower() if os.environ.get("MKL_CBWR") else ""
-    suffix += "_fast" if fast else ""
+    suffix += ("_fast" if fast else "") + ("_int8" if int8 else "")
     path = Path(out) if out else SMOLLM2_DRAFT_DIR / f"eval{suffix}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     return result

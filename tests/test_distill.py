@@ -64,3 +64,40 @@ def test_loss_and_alpha_bound_count_untrainable_mass_as_lost(draft, data):
     # position 1 of example 0 has half its mass on token 45,000, which the draft cannot propose
     assert 0 < alpha[1] <= 0.5 + 1e-3 and (alpha <= 1 + 1e-4).all()
     assert 0 < distill.alpha_by_scale(draft, data, 2, 0.7, [1.0])[1.0] <= 1
+
+
+def test_tvd_term_is_the_rejection_rate_at_its_temperature(draft, data):
+    """soft_ce(tvd=w) adds w * (1 - alpha bound at T = 0.7) to the cross-entropy, exactly the
+    number alpha_by_scale reports for the same positions."""
+    batch = distill.collate(data, pad=2, vocab=DraftVocab.of(draft))
+    with torch.no_grad():
+        ce, _ = distill.soft_ce(draft, *batch)
+        both, _ = distill.soft_ce(draft, *batch, tvd=2.0, tvd_t=0.7)
+    bound = distill.alpha_by_scale(draft, data, 2, 0.7, [1.0])[1.0]
+    assert both - ce == pytest.approx(2.0 * (1 - bound), abs=1e-3)
+
+
+def test_descending_the_tvd_term_alone_raises_the_acceptance_bound(data):
+    torch.manual_seed(1)
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    draft = distill.make_draft(cfg, torch.randn(V, 576), distill.choose_vocab(data, special=[0, 1, 2], k=12))
+    batch = distill.collate(data, pad=2, vocab=DraftVocab.of(draft))
+    before = distill.alpha_by_scale(draft, data, 2, 0.7, [1.0])[1.0]
+    opt = torch.optim.Adam(draft.parameters(), lr=1e-3)
+    for _ in range(15):
+        term = distill.soft_ce(draft.train(), *batch, tvd=1.0)[0] - distill.soft_ce(draft, *batch)[0]
+        term.backward()
+        opt.step()
+        opt.zero_grad()
+    assert distill.alpha_by_scale(draft, data, 2, 0.7, [1.0])[1.0] > before + 0.05
+
+
+def test_resume_starts_from_the_saved_draft_and_keeps_its_log(draft, tmp_path):
+    from transformers import AutoTokenizer
+    draft.save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(str(distill.HERE / "tiny" / "target")).save_pretrained(tmp_path)
+    (tmp_path / "train_log.json").write_text('{"steps_done": 7}')
+    again, tok, before = distill.start_draft(SimpleNamespace(resume=str(tmp_path)), [])
+    assert before == {"steps_done": 7} and again.training and tok is not None
+    assert again.config.draft_vocab_ids == draft.config.draft_vocab_ids
+    assert torch.equal(again.lm_head.weight, draft.lm_head.weight)

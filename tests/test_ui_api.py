@@ -6,7 +6,7 @@ import time
 
 import pytest
 from gradio_client import Client
-from tests.support import STREAM, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, JSON_FILE, CSV_FILE, free_port
+from tests.support import STATUS, STREAM, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, JSON_FILE, CSV_FILE, free_port
 
 END = 'id="stream-end"'
 PROMPT = "It is a truth universally acknowledged"
@@ -69,7 +69,7 @@ def test_decode_streams_and_matches_the_cli(client, tiny_dirs, tmp_path, capsys)
     assert stdout.startswith(PROMPT) and "\nacceptance rate" in stdout
     assert result[TIMELINE]["type"] == "plotly" and result[ROOFLINE]["type"] == "plotly"
     with open(result[CSV_FILE]) as f:
-        assert f.readline().strip() == "run,step,model,phase,batch,tokens,kv_len,seconds,flops,bytes,bound"
+        assert f.readline().strip() == "run,step,model,phase,batch,tokens,kv_len,seconds,flops,bytes,bound,weights"
 
 
 def test_baseline_through_the_api(client):
@@ -103,3 +103,16 @@ def test_stop_ends_a_running_decode(client):
     assert END in result[STREAM]
     summary = result[SUMMARY]
     assert summary["stopped"] == "cancelled" and summary["new_tokens"] < 200
+
+
+def test_int8_draft_through_the_api(client):
+    """The int8-draft checkbox (last input) on the fast path: the target's exact greedy output,
+    the status says which draft ran; without the fast path a one-line error, and the server
+    keeps serving."""
+    args = decode_args(max_new_tokens=16, baseline=True)
+    result = client.predict(*args[:11], True, True, "auto", True, api_name="/decode")
+    assert result[SUMMARY]["baseline"]["identical"] is True
+    assert "draft: int8 weights" in result[STATUS]
+    with pytest.raises(Exception, match="fast path"):
+        client.predict(*args[:11], False, True, "auto", True, api_name="/decode")
+    assert END in client.predict(*decode_args(max_new_tokens=4), api_name="/decode")[STREAM]

@@ -185,6 +185,13 @@ def test_roofline_one_point_per_costed_forward(trace):
     assert "AMD EPYC" in fig.layout.title.text
 
 
+def test_roofline_hover_names_int8_weights(trace):
+    drafts = [replace(f, weights="int8") if f.phase == "draft" else f for f in trace.forwards()]
+    points = by_role(roofline_figure(drafts, CEILINGS), "forward")
+    texts = {t.meta["phase"]: t.text[0] for t in points}
+    assert "draft model (int8 weights)" in texts["draft"] and "int8" not in texts["verify"]
+
+
 def test_roofline_roofs_and_ridges():
     fig = roofline_figure([], CEILINGS)
     roofs = {t.meta["kind"]: t for t in by_role(fig, "roof")}

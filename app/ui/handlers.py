@@ -46,7 +46,8 @@ from demo_models.presets import PRESETS
 FRAME_S = 0.25       # at most four updates a second: enough for the eye...
 CHART_EVERY_S = 2.0  # charts (and live stats) redrawn at most this often while decoding...
 COST_X = 30          # ...and each kind of update takes at most 1/30 of the time (measured)
-CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound")
+CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound",
+              "weights")
 KEEP_EXPORTS = 64  # export folders kept on disk (oldest removed first)
 CONFIDENCE_THRESHOLD = 0.5
 # name -> what the Live tab says about it; built by depth_policy() below
@@ -136,8 +137,14 @@ PROMPT_MODES = {"auto": "chat when the target has a chat template, else continua
                 "continue": "the model continues the prompt's text"}
 
 
+DRAFT_INT8_NOTE = ("the draft reads a quarter of its fp32 bytes per pass (weight-only int8 per row, "
+                   "app.lean.Int8Weight): a cheaper, slightly different draft; the output is "
+                   "still exactly the target's")
+
+
 def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k,
-                  seed, max_new_tokens, device, fast_path, baseline, prompt_mode="auto") -> DecodeRequest:
+                  seed, max_new_tokens, device, fast_path, baseline, prompt_mode="auto",
+                  draft_int8=False) -> DecodeRequest:
     """Check every input before anything is loaded; raises InputError with a one-line message."""
     validation.preset(preset)  # presets only: the web app never loads a path or a free-form id
     validation.device(device, device_choices())
@@ -146,7 +153,7 @@ def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top
     validation.prompt_text(prompt)
     settings = validation.settings(gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
                                    seed=seed, max_new_tokens=max_new_tokens, drafter=drafter,
-                                   fast=bool(fast_path))
+                                   fast=bool(fast_path), draft_int8=bool(draft_int8))
     if prompt_mode not in PROMPT_MODES:
         raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {prompt_mode!r}")
     return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path), depth_policy,
@@ -235,7 +242,8 @@ def csv_rows(trace: Trace) -> list[dict]:
             for f in step.forwards:
                 rows.append({"run": name, "step": step.index, "model": f.model, "phase": f.phase,
                              "batch": f.batch, "tokens": f.tokens, "kv_len": f.kv_len,
-                             "seconds": f.seconds, "flops": f.flops, "bytes": f.bytes, "bound": f.bound})
+                             "seconds": f.seconds, "flops": f.flops, "bytes": f.bytes, "bound": f.bound,
+                             "weights": f.weights or "model dtype"})
     return rows
 
 
@@ -270,6 +278,7 @@ def status_line(trace: Trace, req: DecodeRequest, phase: str) -> str:
     done = f"{len(trace.output_ids)} tokens in {len(trace.steps)} steps"
     from app.fastpath import label
     note = f" · fast path: {label(trace.device['device'])}" if req.fast_path and trace.device.get("device") else ""
+    note += " · draft: int8 weights" if req.settings.draft_int8 else ""
     return f"**{phase}** · {where} · {done}{note}"
 
 

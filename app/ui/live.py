@@ -59,6 +59,8 @@ def _controls(devices: list[str]) -> dict:
     c["max_new_tokens"] = gr.Slider(1, validation.MAX_NEW_TOKENS, value=96, step=1, label="Max new tokens")
     c["device"] = gr.Dropdown(devices, value="auto", label="Device")
     c["fast_path"] = gr.Checkbox(value=False, label="Fast path", info=handlers.fast_path_note(devices))
+    c["draft_int8"] = gr.Checkbox(value=False, label="int8 draft weights (fast path, CPU)",
+                                  info=handlers.DRAFT_INT8_NOTE)
     c["baseline"] = gr.Checkbox(value=True, label="Also run the baseline (target alone) to measure the speedup")
     return c
 
@@ -126,15 +128,15 @@ def build(loader, wrap=lambda fn: fn) -> None:
 def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
     inputs = [c[k] for k in ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p",
                              "top_k", "seed", "max_new_tokens", "device", "fast_path", "baseline",
-                             "prompt_mode")]
+                             "prompt_mode", "draft_int8")]
     outputs = [o[name] for name in View._fields]
 
     def decode(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
-               max_new_tokens, device, fast_path, baseline, prompt_mode="auto", request: gr.Request = None,
-               progress=gr.Progress()):
+               max_new_tokens, device, fast_path, baseline, prompt_mode="auto", draft_int8=False,
+               request: gr.Request = None, progress=gr.Progress()):
         """Decode `prompt` speculatively; streams the tokens, charts and stats."""
         inputs = (prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
-                  max_new_tokens, device, fast_path, baseline, prompt_mode)
+                  max_new_tokens, device, fast_path, baseline, prompt_mode, draft_int8)
         yield from handlers.decode(inputs, loader=loader, request=request, progress=progress)
 
     event = run_btn.click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",

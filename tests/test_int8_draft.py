@@ -1,0 +1,71 @@
+"""An int8 draft (app.lean.Int8Weight, --draft-int8): a quarter of the draft's weight bytes on
+the CPU fast path. It is another draft, so its q differs a little from the fp32 draft's; the
+output must still be exactly the target's (greedy: token for token; sampled: by Leviathan et
+al.'s Theorem 1, tested statistically for any q in tests/test_speculative.py)."""
+import pytest
+import torch
+
+from app import validation
+from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
+from app.lean import Int8Weight, LeanModel, linear
+from app.models import new_cache
+from app.roofline import annotate
+from app.trace import ForwardTiming
+from app.validation import InputError
+
+PROMPT = "It is a truth universally acknowledged, that"
+
+
+def test_int8_weight_rounds_each_row_to_half_a_step():
+    torch.manual_seed(0)
+    w = torch.randn(48, 32) * torch.linspace(0.1, 3, 48)[:, None]  # rows of different scales
+    q = Int8Weight.of(w)
+    assert q.data.dtype == torch.int8 and q.data.shape == (48, 32) and q.scale.shape == (48,)
+    back = q.data.float() * q.scale.float()[:, None]
+    step = w.abs().amax(1, keepdim=True) / 127
+    assert ((back - w).abs() <= step * 0.51).all()  # half a step (the scale is a bf16 a little above it)
+    x = torch.randn(3, 5, 32)
+    assert linear(x, q).shape == (3, 5, 48)
+    y, exact = linear(x, q), x @ back.T
+    assert (y - exact).abs().max() <= 0.01 * exact.abs().max()  # bf16 activations: ~0.3% here
+
+
+def test_int8_draft_logits_stay_close_to_the_fp32_drafts(tiny_pair):
+    ids = torch.tensor([tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]])
+    full, small = LeanModel(tiny_pair.draft), LeanModel(tiny_pair.draft, int8=True)
+    p = full(ids, full.new_cache(1, 64)).softmax(-1)
+    q = small(ids, small.new_cache(1, 64)).softmax(-1)
+    overlap = torch.minimum(p, q).sum(-1)  # [1, n]: 1 - total variation distance
+    assert overlap.min() > 0.9 and not torch.equal(p, q)
+
+
+@pytest.mark.parametrize("gamma", [1, 4])
+def test_greedy_output_is_the_targets_token_for_token(tiny_pair, gamma):
+    settings = DecodeSettings(gamma=gamma, max_new_tokens=40, fast=True, draft_int8=True)
+    ids = tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
+    events = list(speculative_generate(tiny_pair, ids, settings))
+    plain = [t for e in autoregressive_generate(tiny_pair, ids, DecodeSettings(max_new_tokens=40)) for t in e.emitted_ids]
+    assert [t for e in events for t in e.emitted_ids] == plain
+    drafts = [f for e in events for f in e.forwards if f.model == "draft"]
+    assert drafts and all(f.weights == "int8" for f in drafts)
+    assert all(f.weights == "" for e in events for f in e.forwards if f.model == "target")
+
+
+def test_roofline_prices_int8_weights_at_one_byte(tiny_pair):
+    from app.hardware import Ceilings
+    ceilings = Ceilings(device="cpu", device_name="test", dtype="float32",
+                        measured_flops_per_s=1e11, measured_bytes_per_s=1e10)
+    config = tiny_pair.draft.config.to_dict()
+    plain = ForwardTiming("draft", "draft", 1, 1, 10, 1e-3)
+    int8 = ForwardTiming("draft", "draft", 1, 1, 10, 1e-3, weights="int8")
+    annotate(plain, config, 4, ceilings), annotate(int8, config, 4, ceilings)
+    params = tiny_pair.draft.num_parameters()
+    assert plain.bytes - int8.bytes == pytest.approx(3 * params, rel=0.1)  # 4 -> 1 byte a weight
+
+
+def test_int8_without_the_fast_path_is_refused_with_a_message(tiny_pair):
+    with pytest.raises(InputError, match="fast path"):
+        validation.settings(draft_int8=True)
+    assert validation.settings(draft_int8=True, fast=True, drafter="ngram").draft_int8 is False
+    with pytest.raises(ValueError, match="fast path"):
+        new_cache(tiny_pair.draft, None, int8=True)
