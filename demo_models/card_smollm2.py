@@ -1,7 +1,9 @@
 """Write the flagship draft's model card (demo_models/smollm2_draft/README.md) from its logs:
 train_log.json (demo_models.distill_smollm2 train, with the teacher-data log inside) and
-eval.json / eval_mkl_avx512.json / eval_mkl_avx512_fast.json (python -m demo_models.evaluate
---pair smollm2: as installed, with MKL_CBWR=AVX512, and with it on the fast path, --fast). Every number in the card is one those commands wrote.
+eval.json / eval_mkl_avx512.json / eval_mkl_avx512_fast.json / eval_mkl_avx512_fast_int8.json
+(python -m demo_models.evaluate --pair smollm2: as installed, with MKL_CBWR=AVX512, with it on the
+fast path, --fast, and with the draft's weights in int8 there, --fast --draft-int8). Every number
+in the card is one those commands wrote.
 
     python -m demo_models.card_smollm2
 """
@@ -13,7 +15,8 @@ from demo_models import SMOLLM2_DRAFT_DIR
 from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
 from demo_models.prompts import heldout_prompts, more_prompts, train_prompts
 
-EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json")
+EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json")
+SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft")  # speed-table column labels
 CARD = """# SmolLM2-135M-Instruct draft — model card
 
 <!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
@@ -82,11 +85,15 @@ sampling stays exact for any draft distribution; only how often drafts are accep
 On held-out chat prompts; CPU: {cpu}, {eval_threads} threads, torch {torch}. α is the mean over
 the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et al. 2023).
 
-| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) |
-|---|---|---|---|
+| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) |
+|---|---|---|---|---|
 {eval_rows}
 
 Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
+The last column runs this same draft with every weight matrix rounded to int8 per output row
+(`app.lean.Int8Weight`): a quarter of the bytes a single-token pass streams, hence its smaller
+c. It is a slightly different draft (its α is measured as it runs), and the output is still
+exactly the target's.
 The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
 
 Speed at each γ (tokens/s, speculative ÷ plain in the same run):
@@ -111,8 +118,8 @@ def _alpha_rows(evs: list[dict | None]) -> str:
 
 
 def _speed_table(evs: list[dict | None]) -> str:
-    lines = ["| decoding | greedy | T = 0.7 | greedy, MKL_CBWR | T = 0.7, MKL_CBWR | greedy, MKL_CBWR, fast "
-             "| T = 0.7, MKL_CBWR, fast |", "|---|---|---|---|---|---|---|"]
+    heads = [f"{mode}{', ' + short if short else ''}" for short in SHORT[:len(evs)] for mode in ("greedy", "T = 0.7")]
+    lines = ["| decoding | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
     first = next(ev for ev in evs if ev)
     for key in first["speed_greedy"]:
         cells = []

@@ -96,6 +96,10 @@ def test_distilled_draft_pair_greedy_equals_target_only_and_accepts_some_drafts(
     drafted, accepted = sum(len(s.draft_ids) for s in steps), sum(s.n_accepted for s in steps)
     print(f"\ngreedy acceptance {accepted}/{drafted}: {pair.tokenizer.decode(spec, skip_special_tokens=True)!r}")
     assert accepted >= 1
+    # the int8 draft (a partial-vocabulary draft on the lean decoder): still the target's tokens
+    int8 = DecodeSettings(gamma=4, temperature=0.0, max_new_tokens=32, fast=True, draft_int8=True)
+    steps = list(speculative_generate(pair, ids, int8))
+    assert [t for s in steps for t in s.emitted_ids] == spec and sum(s.n_accepted for s in steps) >= 1
 
 
 @needs_package
@@ -171,7 +175,7 @@ def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkey
     assert 0 < result["cost"]["c"] < 1 and result["greedy_identical"] is True
     assert result["best_greedy"]["gamma"] in (1, 2, 3, 4, 6) and result["regime"]["q"] == 8
     train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
-    card = card_smollm2.CARD.format(**card_smollm2.values(train, [result, None, None]))
+    card = card_smollm2.CARD.format(**card_smollm2.values(train, [result, None, None, None]))
     assert f"{result['cost']['c']:.3f}" in card and "{" not in card
 
 
