@@ -82,9 +82,10 @@ def label(device: str) -> str:
 def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1, int8: bool = False):
     """The fast path's cache for `model`: a LeanCache where app.lean runs it, else a
     transformers StaticCache of max_len positions. int8: app.lean runs the model with int8
-    weights (app.lean.Int8Weight); ValueError where app.lean does not run it."""
+    weights (app.lean.Int8Weight); app.validation.InputError where app.lean does not run it."""
     if int8 and not uses_lean(model):
-        raise ValueError("int8 draft weights run on the lean decoder only: a Llama-family draft "
+        from app.validation import InputError
+        raise InputError("int8 draft weights run on the lean decoder only: a Llama-family draft "
                          "on a CPU, with the fast path on")
     if uses_lean(model):
         runners = _lean[int8]

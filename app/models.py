@@ -224,7 +224,8 @@ def new_cache(model: torch.nn.Module | None = None, max_len: int | None = None, 
     (app.lean.Int8Weight; the fast path on a CPU only)."""
     if model is None or max_len is None:
         if int8:
-            raise ValueError("int8 draft weights need the fast path (turn it on)")
+            from app.validation import InputError
+            raise InputError("int8 draft weights need the fast path (turn it on)")
         return DynamicCache()
     from app.fastpath import new_cache as fast_cache
     return fast_cache(model, max_len, batch, int8)

@@ -69,3 +69,22 @@ def test_int8_without_the_fast_path_is_refused_with_a_message(tiny_pair):
     assert validation.settings(draft_int8=True, fast=True, drafter="ngram").draft_int8 is False
     with pytest.raises(ValueError, match="fast path"):
         new_cache(tiny_pair.draft, None, int8=True)
+
+
+def test_int8_where_the_lean_decoder_does_not_run_is_a_clear_error(tiny_pair, monkeypatch):
+    """CUDA, MPS or an architecture app.lean does not cover: the static-cache fast path has no
+    int8 weights, and the run stops with a message instead of silently using fp32."""
+    from app import lean
+    monkeypatch.setattr(lean, "supports", lambda config: False)
+    settings = DecodeSettings(gamma=2, max_new_tokens=4, fast=True, draft_int8=True)
+    with pytest.raises(ValueError, match="lean decoder only"):
+        list(speculative_generate(tiny_pair, [1, 2, 3], settings))
+
+
+def test_cli_refuses_int8_where_the_lean_decoder_does_not_run(tiny_dirs, monkeypatch, capsys):
+    from app import lean
+    from app.cli import main
+    monkeypatch.setattr(lean, "supports", lambda config: False)
+    code = main(["generate", "--prompt", PROMPT, "--max-new-tokens", "4", "--target", tiny_dirs[0],
+                 "--draft", tiny_dirs[1], "--device", "cpu", "--fast", "--draft-int8"])
+    assert code == 2 and "lean decoder only" in capsys.readouterr().err
