@@ -37,7 +37,7 @@ NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0
 def args(prompt=PROMPT, preset="embedded", gamma=4, temperature=0.0, top_p=1.0, top_k=0, seed=0,
          max_new_tokens=8, device="cpu", baseline=False, drafter="model"):
     return (prompt, preset, drafter, gamma, "fixed", temperature, top_p, top_k, seed,
-            max_new_tokens, device, False, baseline, "auto")
+            max_new_tokens, device, False, baseline, "auto", False)  # raw HTTP: every input
 
 
 def decode_threads() -> list[threading.Thread]:

@@ -20,7 +20,7 @@ END = 'id="stream-end"'
 # prompt, preset, drafter, gamma, depth policy, temperature, top-p, top-k, seed, max new, device, fast,
 # baseline, prompt mode
 GOOD = ("It is a truth universally acknowledged", "embedded", "model", 4, "fixed", 0.0, 1.0, 0, 0,
-        12, "cpu", False, False, "auto")
+        12, "cpu", False, False, "auto", False)
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def run_decode(pair, inputs=GOOD, request=None):
 
 def with_(**changes):
     names = ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p", "top_k",
-             "seed", "max_new_tokens", "device", "fast_path", "baseline", "prompt_mode")
+             "seed", "max_new_tokens", "device", "fast_path", "baseline", "prompt_mode", "draft_int8")
     values = dict(zip(names, GOOD)) | changes
     return tuple(values[n] for n in names)
 
