@@ -41,7 +41,8 @@ def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
 @torch.inference_mode()
 def _logits(model, x: torch.Tensor, int8: bool = False) -> torch.Tensor:
     """x: [1, n] -> [n, vocab] (app.models: any draft); int8: the model with int8 weights
-    (app.lean.Int8Weight, on the fast path's cache)."""
+    (app.lean.Int8Weight, on the fast path's cache). x moves to the model's device."""
+    x = x.to(next(model.parameters()).device)
     return forward(model, x, new_cache(model, x.shape[1], int8=True) if int8 else new_cache())[0]
 
 
@@ -158,7 +159,7 @@ def main(argv=None) -> dict:
         from demo_models import evaluate_smollm2
         if args.draft_int8 and not args.fast:
             ap.error("--draft-int8 runs on the fast path: add --fast")
-        return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8)
+        return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8, args.device)
     pair = load_pair(str(args.models / "target"), str(args.models / "draft"), device=args.device)
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     _, heldout = encode_split(pair.tokenizer, texts)

@@ -30,10 +30,10 @@ from demo_models.prompts import heldout_prompts
 GAMMAS = (1, 2, 3, 4, 6)
 
 
-def load():
+def load(device: str = "cpu"):
     from app.gguf import load_gguf_pair
     from demo_models import SMOLLM2_DRAFT_DIR
-    return load_gguf_pair("cpu", "float32", progress=print, draft=SMOLLM2_DRAFT_DIR)
+    return load_gguf_pair(device, "float32", progress=print, draft=SMOLLM2_DRAFT_DIR)
 
 
 def chat_prompts(pair, n: int) -> list[list[int]]:
@@ -93,12 +93,14 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     return result
 
 
-def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False) -> dict:
+def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, device: str = "cpu") -> dict:
+    """device: "cpu" (the card's numbers) or "cuda" (written to eval_cuda*.json, for a GPU
+    session: python -m demo_models.evaluate --pair smollm2 --device cuda --fast)."""
     import json
     from pathlib import Path
 
     from demo_models import SMOLLM2_DRAFT_DIR
-    pair = load()
+    pair = load(device)
     kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16, "rounds": 1} if quick else {}
     t0 = time.time()
     result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
@@ -108,6 +110,7 @@ def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False) -
     result["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(result, indent=1))
     suffix = "_mkl_" + os.environ["MKL_CBWR"].lower() if os.environ.get("MKL_CBWR") else ""
+    suffix = f"_{pair.device}" if pair.device != "cpu" else suffix
     suffix += ("_fast" if fast else "") + ("_int8" if int8 else "")
     path = Path(out) if out else SMOLLM2_DRAFT_DIR / f"eval{suffix}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
