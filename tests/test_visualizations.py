@@ -419,3 +419,16 @@ def test_every_figure_builds_from_a_real_saved_trace():
     assert isinstance(inspector_figure(rejected), go.Figure)
     speed = real.summary.tokens_per_s / real.baseline.tokens_per_s
     assert f"{speed:.2f}" in stats_markdown(real)
+
+
+def test_roofline_note_sits_above_the_plot_in_room_made_for_it(trace):
+    """app.cpu_regime's note goes between the title and the plot area (y = 1, anchored at its
+    bottom), and the top margin grows by its lines: it never covers a roof or a ridge label."""
+    long = "knee hidden: a pass of 8 tokens costs 4.46x one token. " * 3
+    plain = roofline_figure(trace.forwards(), CEILINGS)
+    noted = roofline_figure(trace.forwards(), dict(CEILINGS, note=long))
+    note = next(a for a in noted.layout.annotations if "knee hidden" in a.text)
+    assert note.yref == "paper" and note.y == 1 and note.yanchor == "bottom"
+    lines = note.text.count("<br>") + 1
+    assert lines >= 2 and noted.layout.margin.t - plain.layout.margin.t >= 18 * lines
+    assert noted.layout.height - plain.layout.height == noted.layout.margin.t - plain.layout.margin.t

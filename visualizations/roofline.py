@@ -98,6 +98,10 @@ def _point_trace(phase: str, passes: list[ForwardTiming]) -> go.Scatter:
         meta={"role": "forward", "phase": phase})
 
 
+NOTE_WIDTH = 72    # characters per line of the note above the plot
+NOTE_LINE_PX = 19  # its line height at FONT_SIZE - 1
+
+
 def _wrap(text: str, width: int = 60) -> str:
     """Plotly annotations do not wrap: break the (HTML-escaped) text into <br>-joined lines."""
     import html
@@ -124,9 +128,10 @@ def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.
     if not points:
         fig.add_annotation(text="no timed forward passes yet", x=0.5, y=0.5, xref="paper",
                            yref="paper", showarrow=False, font=dict(size=FONT_SIZE + 2))
-    if ceilings.get("note"):
-        fig.add_annotation(text=_wrap(str(ceilings["note"])), x=0.01, y=0.99, xref="paper", yref="paper",
-                           xanchor="left", yanchor="top", showarrow=False, align="left",
+    note = _wrap(str(ceilings["note"]), NOTE_WIDTH) if ceilings.get("note") else ""
+    if note:  # above the plot area, in room made for it below the title: never over a roof
+        fig.add_annotation(text=note, x=0, y=1, xref="paper", yref="paper", xanchor="left",
+                           yanchor="bottom", yshift=6, showarrow=False, align="left",
                            font=dict(size=FONT_SIZE - 1), bgcolor="rgba(255,248,220,0.9)")
     device = ceilings.get("device_name") or ceilings.get("device") or "unknown device"
     dtype = f", {ceilings['dtype']}" if ceilings.get("dtype") else ""
@@ -137,4 +142,6 @@ def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.
     fig.update_yaxes(type="log", title_text="performance (FLOP/s)", exponentformat="SI",
                      range=log_range(y_lo, y_hi),
                      **log_ticks(y_lo * 1.5, y_hi, decades_only=True))  # none in the corner
-    return style(fig, f"Roofline — {device}{dtype}", height=560, legend=LEGEND_BELOW)
+    room = NOTE_LINE_PX * (note.count("<br>") + 1) + 14 if note else 0
+    fig = style(fig, f"Roofline — {device}{dtype}", height=560 + room, legend=LEGEND_BELOW)
+    return fig.update_layout(margin_t=fig.layout.margin.t + room)
