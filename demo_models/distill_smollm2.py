@@ -7,7 +7,8 @@
 
 Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
-     template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7; at
+     template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
+     MORE_ROUNDS times with new seeds (the shipped draft saw the first round only); at
      every generated position the top-K of its log-distribution is kept. It also reads windows
      of the shared corpus, top-K likewise. Saved once under the cache directory (`--cache`), one
      file per shard, so re-training never re-runs the target and a capped run resumes.
@@ -45,6 +46,7 @@ MAX_NEW = 128         # reply tokens per prompt
 CORPUS_WINDOW = 128   # corpus tokens per training example
 VOCAB_SIZE = 49152    # SmolLM2's vocabulary
 MORE_T = 0.7          # the second round of replies (prompts.more_prompts) samples at the eval's T
+MORE_ROUNDS = 2       # ...and is sampled this many times (new seeds: new replies to the same prompts)
 HELDOUT_FOR_TRAINING = 48  # held-out prompts [0, 48) choose the checkpoint; evaluation uses the rest
 DRAFT_SHAPE = dict(hidden_size=320, num_hidden_layers=6, num_attention_heads=5,
                    num_key_value_heads=5, intermediate_size=960)
@@ -162,12 +164,14 @@ def make_data(args) -> None:
         part = _shard(out / f"replies_T{temp}.pt", lambda t=temp, s=1000 * (j + 1): replies(
             model, tok, train_prompts(), t, args.batch, s, deadline))
         shards[f"T={temp}"] = {"examples": len(part), "tokens": sum(len(e["tk_ids"]) for e in part)}
-    more = more_prompts()
-    random.Random(5).shuffle(more)  # a time cap keeps a varied subset, not the first topics
-    part = _shard(out / f"replies_more_T{MORE_T}.pt", lambda: replies(model, tok, more, MORE_T, args.batch,
-                                                                   3000, deadline))
-    shards[f"more, T={MORE_T}"] = {"examples": len(part), "prompts": len(more),
-                                  "tokens": sum(len(e["tk_ids"]) for e in part)}
+    for r in range(MORE_ROUNDS):  # each round: every more_prompts() prompt answered afresh
+        more = more_prompts()
+        random.Random(5 + r).shuffle(more)  # a time cap keeps a varied subset, not the first topics
+        name, key = (("replies_more", "more") if r == 0 else (f"replies_more{r + 1}", f"more, round {r + 1}"))
+        part = _shard(out / f"{name}_T{MORE_T}.pt", lambda m=more, seed=3000 + 1000 * r: replies(
+            model, tok, m, MORE_T, args.batch, seed, deadline))
+        shards[f"{key}, T={MORE_T}"] = {"examples": len(part), "prompts": len(more),
+                                       "tokens": sum(len(e["tk_ids"]) for e in part)}
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     corpus = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
                                                               args.batch, 7, deadline))
