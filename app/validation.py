@@ -87,6 +87,12 @@ def has_chat_template(tokenizer) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
+def chat_for(prompt_mode: str, tokenizer) -> bool:
+    """Whether a prompt mode ("chat", "continue", "auto": chat when the tokenizer has a chat
+    template) sends the prompt through the chat template."""
+    return prompt_mode == "chat" or (prompt_mode == "auto" and has_chat_template(tokenizer))
+
+
 def prompt_ids(tokenizer, prompt, context: int, max_new_tokens: int, chat: bool = False) -> list[int]:
     """Tokenise the prompt; it must be non-empty, at most MAX_PROMPT_CHARS characters, and leave
     room for max_new_tokens (plus the gamma + 1 positions of a verify pass) in the context.

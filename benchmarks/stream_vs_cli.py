@@ -156,7 +156,7 @@ def cli_worker(args) -> None:
     """Load the pair, decode once to warm up, decode again and print the measured numbers."""
     from app import validation
     pair = loader_for(args)(args.pair, device="auto", dtype="auto", ngram=args.drafter == "ngram")
-    chat = {"chat": True, "continue": False}.get(mode(args), validation.has_chat_template(pair.tokenizer))
+    chat = validation.chat_for(mode(args), pair.tokenizer)
     ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, args.max_new_tokens, chat)
     cli_decode(pair, ids, args)
     import torch

@@ -102,7 +102,7 @@ NOTE_WIDTH = 72    # characters per line of the note above the plot
 NOTE_LINE_PX = 19  # its line height at FONT_SIZE - 1
 
 
-def _wrap(text: str, width: int = 60) -> str:
+def _wrap(text: str, width: int) -> str:
     """Plotly annotations do not wrap: break the (HTML-escaped) text into <br>-joined lines."""
     import html
     import textwrap

@@ -465,7 +465,7 @@ def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
              + (" (the first load dequantises the 4-bit GGUF: ~40 s, once)" if gguf else ""))
     pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
     # an instruction-tuned target answers a user turn; the others continue the text
-    chat = req.prompt_mode == "chat" or (req.prompt_mode == "auto" and validation.has_chat_template(pair.tokenizer))
+    chat = validation.chat_for(req.prompt_mode, pair.tokenizer)
     ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, chat)
     if not annotate.known(pair.device, pair.dtype):
         progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
