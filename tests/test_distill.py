@@ -101,3 +101,19 @@ def test_resume_starts_from_the_saved_draft_and_keeps_its_log(draft, tmp_path):
     assert before == {"steps_done": 7} and again.training and tok is not None
     assert again.config.draft_vocab_ids == draft.config.draft_vocab_ids
     assert torch.equal(again.lm_head.weight, draft.lm_head.weight)
+
+
+def test_a_bf16_autocast_step_keeps_fp32_weights_and_lowers_the_loss(data):
+    """train_step(bf16=True): the matrix products run in bf16, the weights and the loss stay
+    fp32, and a few steps descend the same soft cross-entropy as fp32 training."""
+    torch.manual_seed(2)
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    draft = distill.make_draft(cfg, torch.randn(V, 576), distill.choose_vocab(data, special=[0, 1, 2], k=12))
+    batch = distill.collate(data, pad=2, vocab=DraftVocab.of(draft))
+    opt = torch.optim.AdamW(draft.parameters(), lr=1e-3)
+    first, _ = distill.train_step(draft.train(), opt, batch, bf16=True)
+    for _ in range(10):
+        loss, alpha = distill.train_step(draft, opt, batch, bf16=True)
+    assert first.dtype == torch.float32 and alpha.shape == (4,)
+    assert all(p.dtype == torch.float32 for p in draft.parameters())
+    assert loss < first - 0.1
