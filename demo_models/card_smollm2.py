@@ -56,7 +56,7 @@ target's view of the vocabulary. Stored in fp16 ({size_mb} MB with the tokenizer
   {n_train_prompts} prompts (14 task templates × 40 topics + 8 free prompts) sampled at T = 0.7
   and T = 1, then {n_more_prompts} more (115 new topics × 20 templates, the first 40 topics under 6
   new templates, 50 everyday questions; shuffled, so a time cap keeps a varied subset) sampled at
-  T = 0.7: {reply_summary};
+  T = 0.7, {more_rounds}: {reply_summary};
 - {corpus_windows} windows of {corpus_window_tokens} tokens of the shared public-domain corpus
   (Austen, Shakespeare);
 - at every position, the top {top_k} of its next-token log-probabilities.
@@ -69,7 +69,7 @@ first {heldout_choice} choose the checkpoint and the logit scale, the evaluation
 `{command}`: cross-entropy to the teacher's top-{top_k} distribution restricted to the kept tokens
 and renormalised, at every reply and corpus position (forward KL up to a constant and the tail
 mass), AdamW, peak LR
-{peak_lr}, cosine schedule over steps or the time cap, batches of {batch} replies + {corpus_per_batch}
+{peak_lr}, {precision}, cosine schedule over steps or the time cap, batches of {batch} replies + {corpus_per_batch}
 corpus windows. {steps_done} steps in {train_minutes} min on {train_threads} CPU threads.
 Held-out α bound (T = 1, top-{top_k} only, reply positions of held-out prompts) during training:
 {curve}; the checkpoint of step {saved_step} is the one saved.
@@ -143,6 +143,11 @@ def _calibration(train: dict) -> dict:
             "cal_1": f"{by['T=1.0']['1.0']} → {by['T=1.0'][s]}"}
 
 
+def _rounds(n: int) -> str:
+    times = {1: "once", 2: "twice"}.get(n, f"{n} times")
+    return times if n == 1 else f"{times} with new seeds (new replies to the same prompts)"
+
+
 def values(train: dict, evs: list[dict | None]) -> dict:
     cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
     data = train["data"]
@@ -161,6 +166,9 @@ def values(train: dict, evs: list[dict | None]) -> dict:
         "cov_argmax": f"{train['heldout_kept_coverage']['argmax']:.1%}",
         "reply_summary": "; ".join(f"{k}: {v['examples']:,} replies, {v['tokens']:,} tokens" for k, v in replies.items()),
         "corpus_windows": data["corpus_windows"], "corpus_window_tokens": data["corpus_window_tokens"],
+        "more_rounds": _rounds(sum(k.startswith("more") for k in replies)),
+        "precision": ("bf16 autocast (fp32 weights and optimiser state)" if train.get("autocast") == "bf16"
+                      else "fp32"),
         "top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
         "batch": train["batch"], "corpus_per_batch": train["corpus_per_batch"], "steps_done": train["steps_done"],
         "train_minutes": f"{train['seconds'] / 60:.0f}", "train_threads": train["threads"],
