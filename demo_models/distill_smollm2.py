@@ -8,7 +8,7 @@
 Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
-     MORE_ROUNDS times with new seeds (the shipped draft saw the first round only); at
+     MORE_ROUNDS times with new seeds (the shipped draft saw both rounds); at
      every generated position the top-K of its log-distribution is kept. It also reads windows
      of the shared corpus, top-K likewise. Saved once under the cache directory (`--cache`), one
      file per shard, so re-training never re-runs the target and a capped run resumes.
@@ -452,7 +452,7 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--max-minutes", type=float, default=60.0)
+    ap.add_argument("--max-minutes", type=float, default=90.0, help="time cap of the stage; train's default is the draft's CPU budget")
     ap.add_argument("--resume", help="train a saved draft further (its directory) instead of a new one")
     ap.add_argument("--tvd", type=float, default=0.0,
                     help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
