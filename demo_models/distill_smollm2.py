@@ -8,7 +8,7 @@
 Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
-     MORE_ROUNDS times with new seeds (the shipped draft saw both rounds); at
+     MORE_ROUNDS times with new seeds (the shipped draft saw the first two); at
      every generated position the top-K of its log-distribution is kept. It also reads windows
      of the shared corpus, top-K likewise. Saved once under the cache directory (`--cache`), one
      file per shard, so re-training never re-runs the target and a capped run resumes.
@@ -46,7 +46,7 @@ MAX_NEW = 128         # reply tokens per prompt
 CORPUS_WINDOW = 128   # corpus tokens per training example
 VOCAB_SIZE = 49152    # SmolLM2's vocabulary
 MORE_T = 0.7          # the second round of replies (prompts.more_prompts) samples at the eval's T
-MORE_ROUNDS = 2       # ...and is sampled this many times (new seeds: new replies to the same prompts)
+MORE_ROUNDS = 3       # ...and is sampled this many times (new seeds: new replies to the same prompts)
 HELDOUT_FOR_TRAINING = 48  # held-out prompts [0, 48) choose the checkpoint; evaluation uses the rest
 DRAFT_SHAPE = dict(hidden_size=320, num_hidden_layers=6, num_attention_heads=5,
                    num_key_value_heads=5, intermediate_size=960)
