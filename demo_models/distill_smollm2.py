@@ -345,7 +345,7 @@ def lr_at(step: int, steps: int, elapsed: float, cap: float, peak: float, warmup
 def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0.7):
     """One optimiser step on a collated batch; (loss, per-position alpha bound [n]). With bf16
     the forward runs under CPU autocast (bf16 matrix products, fp32 weights, optimiser state
-    and loss), 1.55x the steps a minute on the dev CPU, which has AVX-512 bf16 units."""
+    and loss): 1.5x the steps a minute on the dev CPU, which has AVX-512 bf16 units."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         loss, alpha = soft_ce(draft, *batch, tvd=tvd, tvd_t=tvd_t)
     loss.backward()
@@ -452,14 +452,14 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--max-minutes", type=float, default=90.0, help="time cap of the stage; train's default is the draft's CPU budget")
+    ap.add_argument("--max-minutes", type=float, default=90.0,
+                    help="time cap of the stage (train: the draft's CPU budget)")
     ap.add_argument("--resume", help="train a saved draft further (its directory) instead of a new one")
     ap.add_argument("--tvd", type=float, default=0.0,
                     help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
     ap.add_argument("--tvd-temperature", type=float, default=0.7)
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
-                    help="train under bf16 autocast (fp32 weights and optimiser): 1.55x the steps a "
-                         "minute on the AVX-512-bf16 dev CPU; --no-bf16 where the CPU lacks bf16 units")
+                    help="train under bf16 autocast (train_step); --no-bf16 where the CPU lacks bf16 units")
     return ap.parse_args(argv)
 
 
