@@ -46,7 +46,7 @@ MAX_NEW = 128         # reply tokens per prompt
 CORPUS_WINDOW = 128   # corpus tokens per training example
 VOCAB_SIZE = 49152    # SmolLM2's vocabulary
 MORE_T = 0.7          # the second round of replies (prompts.more_prompts) samples at the eval's T
-MORE_ROUNDS = 3       # ...and is sampled this many times (new seeds: new replies to the same prompts)
+MORE_ROUNDS = 4       # ...and is sampled this many times (new seeds: new replies to the same prompts)
 HELDOUT_FOR_TRAINING = 48  # held-out prompts [0, 48) choose the checkpoint; evaluation uses the rest
 DRAFT_SHAPE = dict(hidden_size=320, num_hidden_layers=6, num_attention_heads=5,
                    num_key_value_heads=5, intermediate_size=960)
