@@ -143,9 +143,16 @@ def _calibration(train: dict) -> dict:
             "cal_1": f"{by['T=1.0']['1.0']} → {by['T=1.0'][s]}"}
 
 
-def _rounds(n: int) -> str:
-    times = {1: "once", 2: "twice"}.get(n, f"{n} times")
-    return times if n == 1 else f"{times} with new seeds (new replies to the same prompts)"
+def _rounds(replies: dict) -> str:
+    """How often the more_prompts() were answered, from the data log's reply shards; a round
+    cut short by the data stage's time cap answered a shuffled subset of the prompts."""
+    more = [v for k, v in replies.items() if k.startswith("more")]
+    times = {1: "once", 2: "twice"}.get(len(more), f"{len(more)} times")
+    if len(more) == 1:
+        return times
+    cut = sum(v["examples"] < v["prompts"] for v in more)
+    note = f"; {cut} of those rounds stopped at a time cap, answering a shuffled subset" if cut else ""
+    return f"{times} with new seeds (new replies to the same prompts{note})"
 
 
 def values(train: dict, evs: list[dict | None]) -> dict:
@@ -166,7 +173,7 @@ def values(train: dict, evs: list[dict | None]) -> dict:
         "cov_argmax": f"{train['heldout_kept_coverage']['argmax']:.1%}",
         "reply_summary": "; ".join(f"{k}: {v['examples']:,} replies, {v['tokens']:,} tokens" for k, v in replies.items()),
         "corpus_windows": data["corpus_windows"], "corpus_window_tokens": data["corpus_window_tokens"],
-        "more_rounds": _rounds(sum(k.startswith("more") for k in replies)),
+        "more_rounds": _rounds(replies),
         "precision": ("bf16 autocast (fp32 weights and optimiser state)" if train.get("autocast") == "bf16"
                       else "fp32"),
         "top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
