@@ -8,10 +8,12 @@
 Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
-     MORE_ROUNDS times with new seeds (the shipped draft saw the first two); at
-     every generated position the top-K of its log-distribution is kept. It also reads windows
-     of the shared corpus, top-K likewise. Saved once under the cache directory (`--cache`), one
-     file per shard, so re-training never re-runs the target and a capped run resumes.
+     MORE_ROUNDS times with new seeds (the shipped draft saw the first two; rounds 3 and 4,
+     cut short by the time cap, did not make a better one: README); at every generated
+     position the top-K of its log-distribution is kept.
+     It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
+     directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
+     stopped by its time cap saves what it made, and a rerun makes only the missing shards.
   2. train: the draft keeps the DRAFT_VOCAB tokens with the most teacher mass (app/draft_vocab.py;
      exact for any kept set). A narrow Llama over them with tied embeddings, initialised with
      the target's embedding rows projected on their top principal directions (SVD), trained by
