@@ -8,9 +8,9 @@
 Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
-     MORE_ROUNDS times with new seeds (the shipped draft saw the first two; rounds 3 and 4,
-     cut short by the time cap, did not make a better one: README); at every generated
-     position the top-K of its log-distribution is kept.
+     MORE_ROUNDS times with new seeds (what the shipped draft saw; two more rounds, cut short
+     by a time cap, did not make a better draft: README); at every generated position the
+     top-K of its log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
      stopped by its time cap saves what it made, and a rerun makes only the missing shards.
@@ -48,7 +48,7 @@ MAX_NEW = 128         # reply tokens per prompt
 CORPUS_WINDOW = 128   # corpus tokens per training example
 VOCAB_SIZE = 49152    # SmolLM2's vocabulary
 MORE_T = 0.7          # the second round of replies (prompts.more_prompts) samples at the eval's T
-MORE_ROUNDS = 4       # ...and is sampled this many times (new seeds: new replies to the same prompts)
+MORE_ROUNDS = 2       # ...and is sampled this many times (new seeds: new replies to the same prompts)
 HELDOUT_FOR_TRAINING = 48  # held-out prompts [0, 48) choose the checkpoint; evaluation uses the rest
 DRAFT_SHAPE = dict(hidden_size=320, num_hidden_layers=6, num_attention_heads=5,
                    num_key_value_heads=5, intermediate_size=960)
