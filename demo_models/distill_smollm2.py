@@ -136,6 +136,13 @@ def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, see
     return out
 
 
+def reply_files(temperatures: list[float]) -> list[str]:
+    """The reply shards' file names in the cache: one per temperature over train_prompts(), then
+    one per MORE_ROUNDS round over more_prompts(). The data stage writes them, training reads them."""
+    return ([f"replies_T{t}.pt" for t in temperatures]
+            + [f"replies_more{'' if r == 0 else r + 1}_T{MORE_T}.pt" for r in range(MORE_ROUNDS)])
+
+
 def _shard(path: Path, make) -> list[dict]:
     """The examples cached in `path`, or make() them and save them there (resumable)."""
     if path.is_file():
@@ -161,16 +168,16 @@ def make_data(args) -> None:
         log = {"runs": [{k: log[k] for k in ("command", "threads", "seconds")}] if "seconds" in log else []}
     held = _shard(out / "heldout.pt", lambda: replies(model, tok, heldout_prompts()[:args.heldout], 0.7,
                                                       args.batch, 99, deadline))
-    shards = {}
+    shards, files = {}, reply_files(args.temperatures)
     for j, temp in enumerate(args.temperatures):
-        part = _shard(out / f"replies_T{temp}.pt", lambda t=temp, s=1000 * (j + 1): replies(
+        part = _shard(out / files[j], lambda t=temp, s=1000 * (j + 1): replies(
             model, tok, train_prompts(), t, args.batch, s, deadline))
         shards[f"T={temp}"] = {"examples": len(part), "tokens": sum(len(e["tk_ids"]) for e in part)}
     for r in range(MORE_ROUNDS):  # each round: every more_prompts() prompt answered afresh
         more = more_prompts()
         random.Random(5 + r).shuffle(more)  # a time cap keeps a varied subset, not the first topics
-        name, key = (("replies_more", "more") if r == 0 else (f"replies_more{r + 1}", f"more, round {r + 1}"))
-        part = _shard(out / f"{name}_T{MORE_T}.pt", lambda m=more, seed=3000 + 1000 * r: replies(
+        key = "more" if r == 0 else f"more, round {r + 1}"
+        part = _shard(out / files[len(args.temperatures) + r], lambda m=more, seed=3000 + 1000 * r: replies(
             model, tok, m, MORE_T, args.batch, seed, deadline))
         shards[f"{key}, T={MORE_T}"] = {"examples": len(part), "prompts": len(more),
                                        "tokens": sum(len(e["tk_ids"]) for e in part)}
@@ -357,9 +364,14 @@ def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0
     return loss.detach(), alpha.detach()
 
 
-def load_data(src: Path) -> tuple[list[dict], list[dict], list[dict], dict]:
-    """(replies, corpus windows, held-out replies, data log) from the teacher-output cache."""
-    replies = [e for f in sorted(src.glob("replies_*.pt")) for e in torch.load(f)]
+def load_data(src: Path, temperatures: list[float]) -> tuple[list[dict], list[dict], list[dict], dict]:
+    """(replies, corpus windows, held-out replies, data log) from the teacher-output cache: the
+    reply shards the data stage names (reply_files), not every file in the cache, in file-name
+    order."""
+    missing = [f for f in reply_files(temperatures) if not (src / f).is_file()]
+    if missing:
+        sys.exit(f"no teacher outputs {', '.join(missing)} in {src}: run the data stage first")
+    replies = [e for f in sorted(reply_files(temperatures)) for e in torch.load(src / f)]
     return (replies, torch.load(src / "corpus.pt"), torch.load(src / "heldout.pt"),
             json.loads((src / "data_log.json").read_text()))
 
@@ -368,7 +380,7 @@ def train_draft(args) -> None:
     """Distil the draft (time-capped) and save the checkpoint with the best held-out alpha."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    data, corpus, held, data_log = load_data(cache_dir(args.cache))
+    data, corpus, held, data_log = load_data(cache_dir(args.cache), args.temperatures)
     draft, tok, before = start_draft(args, data + corpus)
     pad, vocab = tok.pad_token_id, DraftVocab.of(draft)
     coverage = kept_coverage(vocab, held)
