@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 import torch
 
 from app.drafters import ModelDrafter, NgramDrafter, NoDrafter, Proposal
+from app.feature_draft import FeatureDrafter, is_feature_draft
 from app.models import ModelPair, crop_cache, new_cache
 from app.policies import FixedDepth
 from app.speculative import logits_to_probs, sample, verify
@@ -67,6 +68,8 @@ class DecodeSettings:
 def make_drafter(pair: ModelPair, kind: str, max_len: int | None = None, int8: bool = False):
     """max_len: give the draft model a static cache of that many positions (the fast path);
     int8: run it with int8 weights (the fast path on a CPU)."""
+    if kind == "model" and is_feature_draft(pair.draft):
+        return FeatureDrafter(pair.draft, pair.device, max_len, int8)
     if kind == "model" and pair.draft is not None:
         return ModelDrafter(pair.draft, pair.device, max_len, int8)
     if kind == "model":  # a pair loaded without a draft model drafts by lookup
@@ -148,6 +151,18 @@ def _fast_path(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings)
     return len(prompt_ids) + settings.max_new_tokens + MAX_GAMMA + 1
 
 
+def _target_pass(pair: ModelPair, x: torch.Tensor, cache, phase: str, drafter):
+    """The target's timed forward of x [1, q]: (logits [1, q, vocab], timing). A drafter that
+    reads the target's features (app.feature_draft) is handed them, [q, hidden]."""
+    observe = getattr(drafter, "observe", None)
+    out, timing = timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase,
+                                hidden=observe is not None)
+    if observe is None:
+        return out, timing
+    observe(out[1][0])
+    return out[0], timing
+
+
 def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings,
                          drafter=None, cancel: Callable[[], bool] | None = None,
                          after_step: Callable | None = None, policy=None) -> Iterator[StepEvent]:
@@ -172,8 +187,7 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
     pending_forwards = drafter.start(ids)
     if len(ids) > 1:
         prompt = torch.tensor([ids[:-1]], device=pair.device)  # [1, n - 1]
-        pending_forwards.append(timed_forward(pair.target, prompt, cache, pair.device,
-                                              model_name="target", phase="prefill")[1])
+        pending_forwards.append(_target_pass(pair, prompt, cache, "prefill", drafter)[1])
     for index in range(settings.max_new_tokens):
         remaining = settings.max_new_tokens - produced
         if remaining <= 0 or (cancel is not None and cancel()):
@@ -184,7 +198,7 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
         proposal = drafter.propose(ids, gamma, checked, display, sampler, policy.keep_drafting)
         x = torch.tensor([ids[-1:] + proposal.draft_ids.tolist()], device=pair.device)  # [1, g + 1]
         phase = "verify" if len(proposal.draft_ids) else "decode"
-        logits, timing = timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase)
+        logits, timing = _target_pass(pair, x, cache, phase, drafter)
         _check_finite(logits[0, :, :vocab], "target", index)
         p_target = transform(logits[0]).cpu()  # [g + 1, vocab]
         p_display = display(logits[0]).cpu() if greedy else p_target

@@ -242,21 +242,27 @@ class LeanModel:
         return cache
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, cache: LeanCache) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, cache: LeanCache, extra: torch.Tensor | None = None,
+                hidden: bool = False):
         """input_ids [batch, q] at positions cache.length .. +q-1 -> logits [batch, q, vocab];
-        writes their keys/values into `cache` and advances cache.length by q."""
+        writes their keys/values into `cache` and advances cache.length by q.
+        extra [batch, q, hidden] is added to the token embeddings (a feature draft's input,
+        app/feature_draft.py); hidden=True returns (logits, final-normed hidden [batch, q, hidden])."""
         start, q = cache.length, input_ids.shape[1]
         if start + q > cache.max_len or input_ids.shape[0] != cache.batch:
             raise ValueError(f"input {tuple(input_ids.shape)} at position {start} does not fit a cache "
                              f"of batch {cache.batch}, {cache.max_len} positions")
         x = F.embedding(input_ids, self.embed)                      # [batch, q, hidden]
+        if extra is not None:
+            x = x + extra.to(x.dtype)
         cos, sin = self.cos[start:start + q], self.sin[start:start + q]
         mask = self._mask(start, q)
         for i, w in enumerate(self.layers):
             x = x + self._attention(w, rms_norm(x, w.norm1, self.eps), cache, i, cos, sin, mask)
             x = x + self._mlp(w, rms_norm(x, w.norm2, self.eps))
         cache.length = start + q
-        return self._logits(rms_norm(x, self.norm, self.eps))
+        h = rms_norm(x, self.norm, self.eps)                        # [batch, q, hidden]
+        return (self._logits(h), h) if hidden else self._logits(h)
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [batch, q, hidden] -> logits [batch, q, vocab]; one- and two-row passes (decode,

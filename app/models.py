@@ -164,8 +164,13 @@ def check_fits(names: list[str], device: str, dtype: torch.dtype) -> None:
 
 
 def load_model(name: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
-    model = _from_pretrained(AutoModelForCausalLM, name, dtype=dtype)
-    return model.to(device).eval()
+    """from_pretrained on `device` in `dtype`, eval mode; a feature draft (app.feature_draft)
+    also gets its feature projection from the same directory."""
+    model = _from_pretrained(AutoModelForCausalLM, name, dtype=dtype).to(device).eval()
+    if getattr(model.config, "feature_draft", False):
+        from app.feature_draft import attach_projection
+        attach_projection(model, name)
+    return model
 
 
 def same_tokenizer(a, b) -> bool:
@@ -244,16 +249,31 @@ def crop_cache(cache, keep: int) -> None:
 
 
 @torch.inference_mode()
-def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
+def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache, hidden: bool = False):
     """input_ids: [batch, q] new tokens after the cached ones -> logits [batch, q, vocab].
     A DynamicCache runs transformers eagerly; a fast-path cache runs app.fastpath.forward.
-    A draft over part of the vocabulary gets target ids and returns target-vocabulary logits."""
+    A draft over part of the vocabulary gets target ids and returns target-vocabulary logits.
+    hidden=True (a feature draft's target, app/feature_draft.py): (logits, the final-normed
+    hidden states [batch, q, hidden] the output layer read)."""
     vocab = DraftVocab.of(model)  # a draft over part of the vocabulary (app.draft_vocab), or None
     if vocab is not None:
         input_ids = vocab.draft_input(input_ids)
+    if hidden:
+        return _forward_hidden(model, input_ids, cache)
     if isinstance(cache, DynamicCache):
         logits = model(input_ids=input_ids, cache=cache, use_cache=True).logits
     else:
         from app.fastpath import forward as fast_forward
         logits = fast_forward(model, input_ids, cache)
     return logits if vocab is None else vocab.target_logits(logits)  # [batch, q, target vocab]
+
+
+def _forward_hidden(model, input_ids: torch.Tensor, cache) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits [batch, q, vocab], final-normed hidden [batch, q, hidden]) of a *ForCausalLM:
+    its base model's last_hidden_state and its lm_head (what its own forward computes); the
+    lean decoder for a LeanCache, transformers eagerly otherwise (no CUDA graph)."""
+    from app.lean import LeanCache
+    if isinstance(cache, LeanCache):
+        return cache.model.forward(input_ids, cache, hidden=True)
+    h = model.base_model(input_ids=input_ids, cache=cache, use_cache=True).last_hidden_state
+    return model.get_output_embeddings()(h), h

@@ -27,14 +27,21 @@ def same_threads() -> None:
 
 
 def timed_forward(model, input_ids: torch.Tensor, cache, device: str, *, model_name: str,
-                  phase: str) -> tuple[torch.Tensor, ForwardTiming]:
-    """One forward of input_ids [batch, q] over `cache`; logits [batch, q, vocab] + its timing."""
+                  phase: str, hidden: bool = False) -> tuple:
+    """One forward of input_ids [batch, q] over `cache`; logits [batch, q, vocab] + its timing.
+    hidden=True: (logits, hidden states) + its timing (app.models.forward)."""
     batch, q = input_ids.shape
-    kv_len = cache_len(cache)
+    return timed_call(lambda: forward(model, input_ids, cache, hidden=hidden), device,
+                      model_name=model_name, phase=phase, batch=batch, tokens=q, kv_len=cache_len(cache))
+
+
+def timed_call(run, device: str, *, model_name: str, phase: str, batch: int, tokens: int,
+               kv_len: int) -> tuple:
+    """run()'s result and a ForwardTiming of it, the device synchronised before and after."""
     synchronize(device)
     start = time.perf_counter()
-    logits = forward(model, input_ids, cache)
+    out = run()
     synchronize(device)
     seconds = time.perf_counter() - start
-    return logits, ForwardTiming(model=model_name, phase=phase, batch=batch, tokens=q,
-                                 kv_len=kv_len, seconds=seconds)
+    return out, ForwardTiming(model=model_name, phase=phase, batch=batch, tokens=tokens,
+                              kv_len=kv_len, seconds=seconds)

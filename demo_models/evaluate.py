@@ -99,11 +99,11 @@ def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int, gammas
     """tokens/s (median over interleaved rounds) and tokens per pass, plain and per gamma; when
     greedy, whether each gamma's outputs equal plain decoding's token for token."""
     configs = [("plain", 0)] + [(f"gamma={g}", g) for g in gammas]
-    rates, per_pass = {k: [] for k, _ in configs}, {k: [] for k, _ in configs}
+    rates, per_pass, acceptance = ({k: [] for k, _ in configs} for _ in range(3))
     outputs: dict[str, list] = {k: [] for k, _ in configs}
     for r in range(rounds):
         for key, gamma in configs:
-            tokens, seconds, passes = 0, 0.0, 0
+            tokens, seconds, passes, drafted, accepted = 0, 0.0, 0, 0, 0
             for i, ids in enumerate(prompts):
                 s = DecodeSettings(gamma=max(gamma, 1), temperature=temperature,
                                    max_new_tokens=n_tokens, seed=1000 * r + i, fast=fast, draft_int8=int8)
@@ -113,12 +113,17 @@ def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int, gammas
                 seconds += time.perf_counter() - start
                 tokens += sum(len(e.emitted_ids) for e in events)
                 passes += len(events)
+                drafted += sum(len(e.draft_ids) for e in events)
+                accepted += sum(e.n_accepted for e in events)
                 if r == 0:
                     outputs[key].append([t for e in events for t in e.emitted_ids])
             rates[key].append(tokens / seconds)
             per_pass[key].append(tokens / passes)
+            acceptance[key].append(accepted / drafted if drafted else None)
     out = {k: {"tokens_per_s": round(statistics.median(rates[k]), 1),
                "tokens_per_pass": round(statistics.fmean(per_pass[k]), 3)} for k, _ in configs}
+    for key, _ in configs[1:]:  # drafts accepted / drafts verified, in the runs themselves
+        out[key]["acceptance"] = round(statistics.fmean(acceptance[key]), 3)
     if temperature == 0:
         for key, _ in configs[1:]:
             out[key]["identical_to_plain"] = outputs[key] == outputs["plain"]
@@ -154,12 +159,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--fast", action="store_true", help="--pair smollm2: time on the fast path (app.fastpath)")
     ap.add_argument("--draft-int8", action="store_true",
                     help="--pair smollm2 with --fast: the draft with int8 weights (app.lean.Int8Weight)")
+    ap.add_argument("--draft", type=Path, default=None,
+                    help="--pair smollm2: the draft's directory (default demo_models/smollm2_draft)")
     args = ap.parse_args(argv)
     if args.pair == "smollm2":
         from demo_models import evaluate_smollm2
         if args.draft_int8 and not args.fast:
             ap.error("--draft-int8 runs on the fast path: add --fast")
-        return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8, args.device)
+        return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8, args.device, args.draft)
     pair = load_pair(str(args.models / "target"), str(args.models / "draft"), device=args.device)
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     _, heldout = encode_split(pair.tokenizer, texts)

@@ -30,10 +30,27 @@ from demo_models.prompts import heldout_prompts
 GAMMAS = (1, 2, 3, 4, 6)
 
 
-def load(device: str = "cpu"):
+def load(device: str = "cpu", draft=None):
+    """The flagship target with `draft` (a directory; default demo_models/smollm2_draft)."""
     from app.gguf import load_gguf_pair
     from demo_models import SMOLLM2_DRAFT_DIR
-    return load_gguf_pair(device, "float32", progress=print, draft=SMOLLM2_DRAFT_DIR)
+    return load_gguf_pair(device, "float32", progress=print, draft=draft or SMOLLM2_DRAFT_DIR)
+
+
+@torch.inference_mode()
+def draft_logits(pair, x: torch.Tensor, int8: bool = False) -> torch.Tensor:
+    """The draft's logits [n, vocab] at every position of x [1, n], each given the true prefix.
+    A feature draft (app.feature_draft) also gets the target's true features one position back:
+    its first drafted token, as in a speculative step (later ones see its own predictions)."""
+    from app.feature_draft import head_forward, is_feature_draft
+    from app.models import forward, new_cache
+    if not is_feature_draft(pair.draft):
+        return _logits(pair.draft, x, int8)
+    x = x.to(pair.device)
+    f = forward(pair.target, x, new_cache(), hidden=True)[1]                  # [1, n, hidden]
+    f_prev = torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)           # [1, n, hidden]
+    cache = new_cache(pair.draft, x.shape[1], int8=True) if int8 else new_cache()
+    return head_forward(pair.draft, x, f_prev, cache)[0][0]
 
 
 def chat_prompts(pair, n: int) -> list[list[int]]:
@@ -46,6 +63,39 @@ def chat_prompts(pair, n: int) -> list[list[int]]:
     return [prompt_ids(pair.tokenizer, p, pair.context, 256, chat=True) for p in prompts[::step][:n]]
 
 
+@torch.inference_mode()
+def time_head(pair, repeats: int = 20, kv_len: int = 64, fast: bool = False, int8: bool = False) -> float:
+    """Median seconds of one single-token pass of a feature draft (projection of F included)
+    over a kv_len-token cache, after one warm-up; as app.knee.time_forward times any model."""
+    import statistics
+
+    from app.feature_draft import head_forward
+    from app.models import crop_cache, new_cache
+    from app.timing import timed_call
+    gen, head, hidden = torch.Generator().manual_seed(0), pair.draft, pair.draft.config.hidden_size
+    cache = new_cache(head, kv_len + 1, int8=int8) if fast else new_cache()
+    ids = torch.randint(0, pair.vocab, (1, kv_len + 1), generator=gen).to(pair.device)
+    f = torch.randn(1, kv_len + 1, hidden, generator=gen).to(pair.device)     # [1, kv_len + 1, hidden]
+    head_forward(head, ids[:, :kv_len], f[:, :kv_len], cache)
+    times = []
+    for _ in range(repeats + 1):
+        times.append(timed_call(lambda: head_forward(head, ids[:, kv_len:], f[:, kv_len:], cache), pair.device,
+                                model_name="draft", phase="knee", batch=1, tokens=1, kv_len=kv_len)[1].seconds)
+        crop_cache(cache, kv_len)
+    return statistics.median(times[1:])
+
+
+def cost(pair, fast: bool = False, int8: bool = False) -> dict:
+    """c = t_draft / t_target of single-token passes (demo_models.evaluate.cost_ratio); a
+    feature draft's pass is timed with its feature input (time_head)."""
+    from app.feature_draft import is_feature_draft
+    result = cost_ratio(pair, fast=fast, int8=int8)
+    if is_feature_draft(pair.draft):
+        t_draft = time_head(pair, fast=fast, int8=int8)
+        result.update(t_draft_ms=round(t_draft * 1e3, 3), c=round(t_draft * 1e3 / result["t_target_ms"], 3))
+    return result
+
+
 def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
                 int8: bool = False) -> dict:
     """alpha and greedy agreement over the reply positions only (the draft never learned to
@@ -53,7 +103,7 @@ def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], tempe
     draft as it runs with int8 weights."""
     alphas, agree = [], []
     for x, n in zip(samples, prompt_lens):
-        lt, ld = _logits(pair.target, x)[n - 1:-1], _logits(pair.draft, x, int8)[n - 1:-1]  # [L - n, vocab]
+        lt, ld = _logits(pair.target, x)[n - 1:-1], draft_logits(pair, x, int8)[n - 1:-1]  # [L - n, vocab]
         p, q = logits_to_probs(lt, temperature), logits_to_probs(ld, temperature)
         alphas.append(torch.minimum(p, q).sum(-1))
         agree.append(lt.argmax(-1) == ld.argmax(-1))
@@ -78,7 +128,7 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     for t in (0.7, 1.0):
         own = own_samples(pair, prompts[:samples_n], t, sample_tokens, seed)
         result[f"own_samples_T={t}"] = reply_alpha(pair, own, [len(p) for p in prompts[:samples_n]], t, int8)
-    result["cost"] = cost_ratio(pair, fast=fast, int8=int8)
+    result["cost"] = cost(pair, fast=fast, int8=int8)
     regime = probe(pair.target, pair.device, device_info(pair.device)["name"])
     result["regime"] = regime.to_dict()
     for name, temperature in (("greedy", 0.0), ("T=0.7", 0.7)):
@@ -93,14 +143,16 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     return result
 
 
-def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, device: str = "cpu") -> dict:
+def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, device: str = "cpu",
+         draft=None) -> dict:
     """device: "cpu" (the card's numbers) or "cuda" (written to eval_cuda*.json, for a GPU
-    session: python -m demo_models.evaluate --pair smollm2 --device cuda --fast)."""
+    session: python -m demo_models.evaluate --pair smollm2 --device cuda --fast). draft: the
+    draft's directory (default demo_models/smollm2_draft); the JSON goes there."""
     import json
     from pathlib import Path
 
     from demo_models import SMOLLM2_DRAFT_DIR
-    pair = load(device)
+    pair = load(device, draft)
     kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16, "rounds": 1} if quick else {}
     t0 = time.time()
     result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
@@ -112,6 +164,6 @@ def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, d
     suffix = "_mkl_" + os.environ["MKL_CBWR"].lower() if os.environ.get("MKL_CBWR") else ""
     suffix = f"_{pair.device}" if pair.device != "cpu" else suffix
     suffix += ("_fast" if fast else "") + ("_int8" if int8 else "")
-    path = Path(out) if out else SMOLLM2_DRAFT_DIR / f"eval{suffix}.json"
+    path = Path(out) if out else Path(draft or SMOLLM2_DRAFT_DIR) / f"eval{suffix}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from app.feature_draft import head_forward, is_feature_draft
 from app.lessons.common import (Progress, check_float, check_int, encode, need_draft, pair_label,
                                 part, require)
 from app.models import forward, new_cache
@@ -94,8 +95,16 @@ class Sampler:
         self.transform = lambda logits: logits_to_probs(logits[..., :self.vocab], temperature)
         x = torch.tensor([prompt_ids], device=pair.device)  # [1, L]
         self.t_cache, self.d_cache = new_cache(), new_cache()
-        self.p_first = self.transform(forward(pair.target, x, self.t_cache)[0, -1]).cpu()  # [V]
-        self.q_first = self.transform(forward(pair.draft, x, self.d_cache)[0, -1]).cpu()  # [V]
+        self.features = is_feature_draft(pair.draft)  # app.feature_draft: it reads the target's F
+        if self.features:
+            logits, f = forward(pair.target, x, self.t_cache, hidden=True)              # f: [1, L, hidden]
+            f_prev = torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
+            q_logits, self.f_first = head_forward(pair.draft, x, f_prev, self.d_cache)  # f_first: [1, L, hidden]
+            self.f_first = self.f_first[:, -1:]                                         # [1, 1, hidden]
+        else:
+            logits, q_logits = forward(pair.target, x, self.t_cache), forward(pair.draft, x, self.d_cache)
+        self.p_first = self.transform(logits[0, -1]).cpu()  # [V]
+        self.q_first = self.transform(q_logits[0, -1]).cpu()  # [V]
 
     def _draw(self, probs):  # [M, V] -> [M]
         return torch.multinomial(probs, 1, generator=self.gen)[:, 0]
@@ -122,11 +131,17 @@ class Sampler:
     def _draft(self, m: int, gamma: int, greedy_draft: bool):
         """gamma drafted tokens per sample [M, gamma] and q_draft [M, gamma, V]."""
         cache, q_cur, ids, rows = _repeat(self.d_cache, m), self.q_first.expand(m, -1), [], []
+        f_cur = self.f_first.expand(m, -1, -1) if self.features else None  # [M, 1, hidden]
         for i in range(gamma):
             x = q_cur.argmax(-1) if greedy_draft else self._draw(q_cur)  # [M]
             ids.append(x), rows.append(q_cur)
             if i < gamma - 1:
-                q_cur = self.transform(forward(self.pair.draft, x[:, None].to(self.pair.device), cache)[:, -1]).cpu()
+                x = x[:, None].to(self.pair.device)  # [M, 1]
+                if self.features:  # later drafts see the head's own predicted features
+                    logits, f_cur = head_forward(self.pair.draft, x, f_cur, cache)
+                else:
+                    logits = forward(self.pair.draft, x, cache)
+                q_cur = self.transform(logits[:, -1]).cpu()
         return torch.stack(ids, 1), torch.stack(rows, 1)
 
     @torch.inference_mode()
