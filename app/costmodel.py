@@ -47,6 +47,7 @@ class Dims:
     positions: int  # learned position-embedding rows (GPT-2), 0 for rotary models
     qkv_bias: bool  # Qwen2: biases on q, k, v only
     linear_bias: bool  # GPT-2 / NeoX: biases on every linear layer
+    feature: bool = False  # a feature draft (app/feature_draft.py): + a [hidden, hidden] projection
 
 
 def dims(config) -> Dims:
@@ -66,7 +67,7 @@ def dims(config) -> Dims:
         gated=kind not in UNGATED,
         positions=int(get("n_positions", default=0)) if kind == "gpt2" else 0,
         qkv_bias=kind == "qwen2" or bool(get("attention_bias", default=False)),
-        linear_bias=kind in LAYERNORM)
+        linear_bias=kind in LAYERNORM, feature=bool(get("feature_draft", default=False)))
 
 
 def _layer_matrices(d: Dims) -> list[tuple[int, int]]:
@@ -98,7 +99,12 @@ def param_count_dims(d: Dims) -> int:
     per_layer = sum(i * o for i, o in _layer_matrices(d)) + _layer_small_params(d)
     embed = d.vocab * d.hidden * (1 if d.tied else 2) + d.positions * d.hidden
     final_norm = d.hidden * (2 if d.linear_bias else 1)
-    return embed + d.layers * per_layer + final_norm
+    return embed + d.layers * per_layer + final_norm + _feature_matrix(d)
+
+
+def _feature_matrix(d: Dims) -> int:
+    """A feature draft's projection of the target's hidden state: hidden x hidden, else 0."""
+    return d.hidden * d.hidden if d.feature else 0
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,7 @@ def forward_cost(config, batch: int, q: int, kv_len: int, dtype_bytes: int,
     d = dims(config)
     tokens = batch * q  # positions every linear layer processes
     per_layer_mm = sum(i * o for i, o in _layer_matrices(d))  # (tokens, in) @ (in, out)
-    linear = 2 * tokens * (d.layers * per_layer_mm + d.hidden * d.vocab)  # lm_head: (hidden, vocab)
+    linear = 2 * tokens * (d.layers * per_layer_mm + d.hidden * d.vocab + _feature_matrix(d))  # lm_head: (hidden, vocab)
     attention = 2 * 2 * batch * d.heads * q * (kv_len + q) * d.head_dim * d.layers
     kv_row = d.layers * 2 * d.kv_heads * d.head_dim  # K and V elements per cached position
     return Cost(

@@ -117,8 +117,9 @@ def _alpha_rows(evs: list[dict | None]) -> str:
     return "\n".join(f"| {name} | " + " | ".join(get(ev, f) for ev in evs) + " |" for name, f in rows)
 
 
-def _speed_table(evs: list[dict | None]) -> str:
-    heads = [f"{mode}{', ' + short if short else ''}" for short in SHORT[:len(evs)] for mode in ("greedy", "T = 0.7")]
+def _speed_table(evs: list[dict | None], short_labels=SHORT) -> str:
+    heads = [f"{mode}{', ' + short if short else ''}" for short in short_labels[:len(evs)]
+             for mode in ("greedy", "T = 0.7")]
     lines = ["| decoding | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
     first = next(ev for ev in evs if ev)
     for key in first["speed_greedy"]:

@@ -38,7 +38,7 @@ HEAD_DIR = HERE / "smollm2_feature_draft"
 SHARDS = ["replies_T0.7.pt", "replies_T1.0.pt", "replies_more_T0.7.pt", "replies_more2_T0.7.pt"]
 
 
-def make_head(teacher, kept: list[int]):
+def make_head(teacher, kept: list[int], layers: int = 1):
     """A one-layer LlamaForCausalLM over the kept tokens (+ the extra input row) with the
     target's width, embedding rows, first layer and final norm; model.feature_proj [576, 576]."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -46,7 +46,7 @@ def make_head(teacher, kept: list[int]):
     vocab = DraftVocab(kept, tc.vocab_size, "cpu")
     special = {k: int(vocab.to_draft[getattr(tc, k)]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
                if getattr(tc, k, None) is not None}
-    cfg = LlamaConfig(vocab_size=len(kept) + 1, hidden_size=tc.hidden_size, num_hidden_layers=1,
+    cfg = LlamaConfig(vocab_size=len(kept) + 1, hidden_size=tc.hidden_size, num_hidden_layers=layers,
                       num_attention_heads=tc.num_attention_heads, num_key_value_heads=tc.num_key_value_heads,
                       head_dim=tc.hidden_size // tc.num_attention_heads, intermediate_size=tc.intermediate_size,
                       rms_norm_eps=tc.rms_norm_eps, max_position_embeddings=tc.max_position_embeddings,
@@ -57,7 +57,8 @@ def make_head(teacher, kept: list[int]):
     with torch.no_grad():
         rows = emb[vocab.ids]
         head.get_input_embeddings().weight.copy_(torch.cat([rows, rows.mean(0, keepdim=True)]))
-        head.model.layers[0].load_state_dict(teacher.model.layers[0].state_dict())
+        for i, layer in enumerate(head.model.layers):
+            layer.load_state_dict(teacher.model.layers[i].state_dict())
         head.model.norm.weight.copy_(teacher.model.norm.weight)
     head.get_input_embeddings().weight.requires_grad_(False)  # tied: the target's output rows
     head.feature_proj = torch.nn.Linear(tc.hidden_size, tc.hidden_size, bias=False)
@@ -76,9 +77,19 @@ def load_examples(src: Path, shards: list[str]) -> list[dict]:
     return out
 
 
-def collate(examples: list[dict], pad: int, vocab: DraftVocab):
-    """Right-padded draft rows [b, L], mask [b, L], F one position back [b, L, d] (zeros at 0),
-    the flat target positions [n], F there [n, d], the teacher's top-K rows / probs [n, TOP_K]."""
+def feature_scale(examples: list[dict]) -> torch.Tensor:
+    """Per-dimension RMS of F over the examples' positions [d]. The head's input is F / scale
+    while training (a few of SmolLM2's 576 dimensions are tens of times larger than the rest,
+    and Adam moves every weight by about the same step, so unscaled they would drown the
+    others); save() folds 1 / scale into the projection, so decoding feeds F as it is."""
+    f = torch.cat([e["F"] for e in examples]).float()                            # [positions, d]
+    return f.pow(2).mean(0).sqrt().clamp_min(1e-3)
+
+
+def collate(examples: list[dict], pad: int, vocab: DraftVocab, scale: torch.Tensor | None = None):
+    """Right-padded draft rows [b, L], mask [b, L], F one position back [b, L, d] (zeros at 0;
+    divided by `scale` when given), the flat target positions [n], F there [n, d], the
+    teacher's top-K rows / probs [n, TOP_K]."""
     width, d = max(len(e["ids"]) for e in examples), examples[0]["F"].shape[1]
     ids = torch.full((len(examples), width), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
@@ -95,6 +106,8 @@ def collate(examples: list[dict], pad: int, vocab: DraftVocab):
         tk_ids.append(e["tk_ids"][:n].long())
         tk_lp.append(e["tk_lp"][:n].float())
     pos = torch.cat(pos)
+    if scale is not None:
+        f_prev = f_prev / scale
     return (vocab.draft_input(ids), mask, f_prev, pos, f_all.flatten(0, 1)[pos],
             vocab.draft_input(torch.cat(tk_ids)), torch.cat(tk_lp).softmax(-1))
 
@@ -121,13 +134,20 @@ def loss_of(head, batch, reg: float, noise: float) -> tuple[torch.Tensor, torch.
 
 
 @torch.no_grad()
-def heldout_alpha(head, held: list[dict], pad: int, temperature: float) -> float:
+def heldout_alpha(head, held: list[dict], pad: int, temperature: float, own: bool = False,
+                  scale: torch.Tensor | None = None) -> float:
     """The held-out alpha bound at `temperature`, first drafted token (true features): mean over
-    reply positions of sum over the teacher's kept top-K of min(p_T, q_T)."""
+    reply positions of sum over the teacher's kept top-K of min(p_T, q_T). own=True: every
+    position fed the head's own predicted features instead (a pessimistic stand-in for later
+    drafted tokens, which see one prediction after true features)."""
     head.eval()
     vocab, sums = DraftVocab.of(head), []
     for i in range(0, len(held), 8):
-        rows, mask, f_prev, pos, _, tk_rows, p_target = collate(held[i:i + 8], pad, vocab)
+        rows, mask, f_prev, pos, _, tk_rows, p_target = collate(held[i:i + 8], pad, vocab, scale)
+        if own:
+            h = head.model(inputs_embeds=head_inputs(head, rows, f_prev), attention_mask=mask).last_hidden_state
+            f_prev = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], 1)             # [b, L, d]
+            f_prev = f_prev if scale is None else f_prev / scale
         logits = head_out(head, rows, mask, f_prev, pos)[0]
         p_t = p_target ** (1 / temperature)
         p_t = p_t / p_t.sum(-1, keepdim=True)
@@ -144,12 +164,13 @@ def train(args) -> None:
     data, held = load_examples(src, args.shards), load_examples(src, ["heldout.pt"])
     teacher, tok = load_teacher()
     special = sorted({i for i in tok.all_special_ids} | {tok.bos_token_id, tok.eos_token_id, tok.pad_token_id})
-    head = make_head(teacher, choose_vocab(data, special, DRAFT_VOCAB))
+    head = make_head(teacher, choose_vocab(data, special, DRAFT_VOCAB), args.layers)
     del teacher
     pad, vocab = tok.pad_token_id, DraftVocab.of(head)
     trained = [p for p in head.parameters() if p.requires_grad]
     print(f"head: {head.num_parameters():,} parameters ({sum(p.numel() for p in trained):,} trained); "
           f"{len(data)} replies", flush=True)
+    scale = feature_scale(data[:500]) if args.standardise else None
     opt = torch.optim.AdamW(trained, lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     rng, t0, curve, cap = random.Random(args.seed), time.time(), [], args.max_minutes * 60
     best = (-1.0, -1, None)
@@ -157,18 +178,19 @@ def train(args) -> None:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, time.time() - t0, cap, args.lr)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            loss, alpha = loss_of(head, collate(rng.sample(data, args.batch), pad, vocab), args.reg, args.noise)
+            loss, alpha = loss_of(head, collate(rng.sample(data, args.batch), pad, vocab, scale), args.reg, args.noise)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        last = time.time() - t0 > cap or step == args.steps - 1
+        last = time.time() - t0 > cap or step == args.steps - 1 or step + 1 == args.stop_at
         if step % 25 == 0 or last:
             row = {"step": step, "loss": round(loss.item(), 4), "alpha_topk": round(alpha.mean().item(), 4),
                    "seconds": round(time.time() - t0, 1)}
             if step % 100 == 0 or last:
-                row["heldout_alpha_topk"] = heldout_alpha(head, held, pad, 1.0)
-                row["heldout_alpha_topk_T0.7"] = heldout_alpha(head, held, pad, 0.7)
+                row["heldout_alpha_topk"] = heldout_alpha(head, held, pad, 1.0, scale=scale)
+                row["heldout_alpha_topk_T0.7"] = heldout_alpha(head, held, pad, 0.7, scale=scale)
+                row["heldout_alpha_topk_T0.7_own_features"] = heldout_alpha(head, held, pad, 0.7, True, scale)
                 if row["heldout_alpha_topk"] > best[0]:
                     best = (row["heldout_alpha_topk"], step, {k: v.clone() for k, v in head.state_dict().items()})
             curve.append(row)
@@ -176,6 +198,9 @@ def train(args) -> None:
         if last:
             break
     head.load_state_dict(best[2])
+    if scale is not None:  # decoding feeds F itself: W (F / scale) = (W / scale) F
+        with torch.no_grad():
+            head.feature_proj.weight.div_(scale)
     save(head, tok, args, {"steps_done": step + 1, "curve": curve, "saved_step": best[1],
                            "heldout_alpha_topk": best[0], "seconds": round(time.time() - t0, 1),
                            "shards": args.shards, "replies": len(data)})
@@ -187,6 +212,7 @@ def save(head, tok, args, log: dict) -> None:
     log.update(command="python -m demo_models.distill_features " + " ".join(sys.argv[1:]),
                parameters=head.num_parameters(), torch=torch.__version__, threads=torch.get_num_threads(),
                batch=args.batch, peak_lr=args.lr, reg=args.reg, noise=args.noise, top_k=TOP_K,
+               standardise=args.standardise, layers=args.layers,
                draft_vocab=len(head.config.draft_vocab_ids), autocast="bf16" if args.bf16 else None)
     (out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
     print(f"saved the head to {out}: held-out alpha (top-{TOP_K} bound, T=1) {log['heldout_alpha_topk']}")
@@ -206,6 +232,11 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--max-minutes", type=float, default=60.0)
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--standardise", action=argparse.BooleanOptionalAction, default=True,
+                    help="train on F / its per-dimension RMS (feature_scale)")
+    ap.add_argument("--layers", type=int, default=1, help="decoder layers (the target's first ones to start)")
+    ap.add_argument("--stop-at", type=int, default=0,
+                    help="stop after this many steps, the schedule unchanged (quick comparisons)")
     return ap.parse_args(argv)
 
 

@@ -178,3 +178,50 @@ def test_lossless_lesson_drafts_with_the_heads_features(head_pair):
     arms = {a.variant: a for a in r.arms}
     assert arms["exact"].p_value > 0.01
     assert arms["no_residual"].p_value <= 0.01
+
+
+def test_standardised_training_folds_into_the_saved_projection(head_pair):
+    """Training feeds F / scale (distill_features.feature_scale); the saved projection is
+    W / scale, so decoding with raw F computes what training computed."""
+    import copy
+
+    from app.draft_vocab import DraftVocab
+    from demo_models.distill_features import feature_scale
+    ids = torch.tensor(_prompt(head_pair, 16))
+    feats = forward(head_pair.target, ids[None], new_cache(), hidden=True)[1][0]   # [n, hidden]
+    example = {"ids": ids, "first": 0, "F": feats, "tk_ids": torch.zeros(len(ids), 2, dtype=torch.long),
+               "tk_lp": torch.zeros(len(ids), 2)}
+    scale = feature_scale([example])
+    assert scale.max() / scale.min() > 2  # the fold is not a no-op here
+    vocab = DraftVocab.of(head_pair.draft)
+    rows, mask, f_prev, pos, _, _, _ = collate([example], 0, vocab, scale)
+    with torch.no_grad():
+        trained = head_out(head_pair.draft, rows, mask, f_prev, pos)[0]
+        saved = copy.deepcopy(head_pair.draft)
+        saved.feature_proj.weight.div_(scale)
+    f_raw = torch.cat([torch.zeros(1, feats.shape[1]), feats[:-1]])[None]
+    decoded = head_forward(saved, ids[None], f_raw, new_cache())[0][0][:, vocab.ids]
+    assert torch.allclose(decoded, trained, atol=1e-4)
+
+
+def test_cli_generates_with_a_feature_draft_directory(tiny_dirs, tmp_path_factory, capsys):
+    """`--draft DIR` with a saved head: the CLI loads it (projection included), drafts with the
+    target's features, and its greedy output equals plain decoding's."""
+    from app.cli import main
+    head = _head_dir(tiny_dirs, tmp_path_factory)
+    code = main(["generate", "--prompt", "It is a truth", "--max-new-tokens", "12", "--gamma", "3",
+                 "--baseline", "--target", tiny_dirs[0], "--draft", head, "--device", "cpu"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "greedy outputs identical: yes" in out.out
+
+
+def test_cost_model_counts_the_feature_projection(head_pair):
+    """The roofline prices a head's passes from its config: its parameter count is what loads
+    (the projection included), and a pass does the projection's 2 * hidden^2 FLOPs a token."""
+    from app.costmodel import forward_cost, param_count
+    cfg = head_pair.draft.config
+    assert param_count(cfg) == head_pair.draft.num_parameters()
+    plain = cfg.to_dict() | {"feature_draft": False}
+    extra = forward_cost(cfg, 1, 3, 10, 4).linear_flops - forward_cost(plain, 1, 3, 10, 4).linear_flops
+    assert extra == 2 * 3 * cfg.hidden_size ** 2
