@@ -225,3 +225,16 @@ def test_cost_model_counts_the_feature_projection(head_pair):
     plain = cfg.to_dict() | {"feature_draft": False}
     extra = forward_cost(cfg, 1, 3, 10, 4).linear_flops - forward_cost(plain, 1, 3, 10, 4).linear_flops
     assert extra == 2 * 3 * cfg.hidden_size ** 2
+
+
+def test_cached_features_are_each_examples_own_prefill(tiny_pair):
+    """features_smollm2.features batches examples of different lengths (right-padded); each
+    example's F equals its own unpadded pass, to fp16 rounding."""
+    from demo_models.features_smollm2 import features
+    gen = torch.Generator().manual_seed(0)
+    examples = [{"ids": torch.randint(0, 300, (n,), generator=gen)} for n in (5, 17, 9, 30, 12)]
+    got = features(tiny_pair.target, examples, batch_tokens=40)
+    for e, f in zip(examples, got):
+        want = tiny_pair.target.model(input_ids=e["ids"][None]).last_hidden_state[0]
+        assert f.dtype == torch.float16 and f.shape == want.shape
+        assert torch.allclose(f.float(), want, atol=2e-2, rtol=1e-2)
