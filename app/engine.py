@@ -155,12 +155,12 @@ def _target_pass(pair: ModelPair, x: torch.Tensor, cache, phase: str, drafter):
     """The target's timed forward of x [1, q]: (logits [1, q, vocab], timing). A drafter that
     reads the target's features (app.feature_draft) is handed them, [q, hidden]."""
     observe = getattr(drafter, "observe", None)
-    out, timing = timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase,
-                                hidden=observe is not None)
     if observe is None:
-        return out, timing
-    observe(out[1][0])
-    return out[0], timing
+        return timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase)
+    (logits, hidden), timing = timed_forward(pair.target, x, cache, pair.device, model_name="target",
+                                             phase=phase, hidden=True)
+    observe(hidden[0])
+    return logits, timing
 
 
 def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings,
