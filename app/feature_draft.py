@@ -65,10 +65,21 @@ def save_head(model: torch.nn.Module, tokenizer, directory: str | Path) -> None:
     tokenizer.save_pretrained(out)
 
 
+def one_back(f: torch.Tensor) -> torch.Tensor:
+    """Features [batch, L, hidden] -> the feature one position earlier at each position, zeros
+    at position 0 (what the head reads there): [batch, L, hidden]."""
+    return torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
+
+
+def _projected(model, f_prev: torch.Tensor) -> torch.Tensor:
+    """[batch, q, hidden] target features -> [batch, q, head hidden], the head's feature input."""
+    return model.feature_proj(f_prev.to(model.feature_proj.weight.dtype))
+
+
 def head_inputs(model, rows: torch.Tensor, f_prev: torch.Tensor) -> torch.Tensor:
     """Draft rows [batch, q] and the target's features one position earlier [batch, q, hidden]
     -> the decoder layer's input [batch, q, hidden]: embedding + projected feature."""
-    return model.get_input_embeddings()(rows) + model.feature_proj(f_prev.to(model.feature_proj.weight.dtype))
+    return model.get_input_embeddings()(rows) + _projected(model, f_prev)
 
 
 @torch.inference_mode()
@@ -80,8 +91,7 @@ def head_forward(model, input_ids: torch.Tensor, f_prev: torch.Tensor, cache):
     vocab = DraftVocab.of(model)
     rows = vocab.draft_input(input_ids)
     if isinstance(cache, LeanCache):
-        extra = model.feature_proj(f_prev.to(model.feature_proj.weight.dtype))
-        logits, h = cache.model.forward(rows, cache, extra=extra, hidden=True)
+        logits, h = cache.model.forward(rows, cache, extra=_projected(model, f_prev), hidden=True)
     else:
         h = model.base_model(inputs_embeds=head_inputs(model, rows, f_prev), cache=cache,
                              use_cache=True).last_hidden_state

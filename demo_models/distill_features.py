@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from app.draft_vocab import DraftVocab
-from app.feature_draft import head_inputs, save_head
+from app.feature_draft import head_inputs, one_back, save_head
 from demo_models.distill_smollm2 import (DRAFT_VOCAB, TOP_K, cache_dir, choose_vocab, load_teacher,
                                          lr_at, matched)
 
@@ -155,8 +155,7 @@ def heldout_alpha(head, held: list[dict], pad: int, temperature: float, own: boo
         rows, mask, f_prev, pos, _, tk_rows, p_target = collate(held[i:i + 8], pad, vocab, scale)
         if own:
             h = head.model(inputs_embeds=head_inputs(head, rows, f_prev), attention_mask=mask).last_hidden_state
-            f_prev = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], 1)             # [b, L, d]
-            f_prev = f_prev if scale is None else f_prev / scale
+            f_prev = one_back(h) if scale is None else one_back(h) / scale             # [b, L, d]
         logits = head_out(head, rows, mask, f_prev, pos)[0]
         p_t = p_target ** (1 / temperature)
         p_t = p_t / p_t.sum(-1, keepdim=True)

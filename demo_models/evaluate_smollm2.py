@@ -42,15 +42,14 @@ def draft_logits(pair, x: torch.Tensor, int8: bool = False) -> torch.Tensor:
     """The draft's logits [n, vocab] at every position of x [1, n], each given the true prefix.
     A feature draft (app.feature_draft) also gets the target's true features one position back:
     its first drafted token, as in a speculative step (later ones see its own predictions)."""
-    from app.feature_draft import head_forward, is_feature_draft
+    from app.feature_draft import head_forward, is_feature_draft, one_back
     from app.models import forward, new_cache
     if not is_feature_draft(pair.draft):
         return _logits(pair.draft, x, int8)
     x = x.to(pair.device)
     f = forward(pair.target, x, new_cache(), hidden=True)[1]                  # [1, n, hidden]
-    f_prev = torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)           # [1, n, hidden]
     cache = new_cache(pair.draft, x.shape[1], int8=True) if int8 else new_cache()
-    return head_forward(pair.draft, x, f_prev, cache)[0][0]
+    return head_forward(pair.draft, x, one_back(f), cache)[0][0]
 
 
 def chat_prompts(pair, n: int) -> list[list[int]]:

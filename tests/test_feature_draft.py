@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
-from app.feature_draft import FeatureDrafter, head_forward, is_feature_draft, save_head
+from app.feature_draft import FeatureDrafter, head_forward, is_feature_draft, one_back, save_head
 from app.models import ModelPair, cache_len, forward, load_model, new_cache
 from demo_models.distill_features import collate, head_out, make_head
 
@@ -168,8 +168,7 @@ def test_lossless_lesson_drafts_with_the_heads_features(head_pair):
     sampler = Sampler(head_pair, ids, 1.0, torch.Generator().manual_seed(0))
     x = torch.tensor([ids])
     f = forward(head_pair.target, x, new_cache(), hidden=True)[1]                  # [1, L, hidden]
-    f_prev = torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
-    q = torch.softmax(head_forward(head_pair.draft, x, f_prev, new_cache())[0][0, -1], -1)
+    q = torch.softmax(head_forward(head_pair.draft, x, one_back(f), new_cache())[0][0, -1], -1)
     assert torch.allclose(sampler.q_first, q, atol=1e-5)
     featureless = torch.softmax(forward(head_pair.draft, x, new_cache())[0, -1], -1)
     assert not torch.allclose(sampler.q_first, featureless, atol=1e-3)

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from app.feature_draft import head_forward, is_feature_draft
+from app.feature_draft import head_forward, is_feature_draft, one_back
 from app.lessons.common import (Progress, check_float, check_int, encode, need_draft, pair_label,
                                 part, require)
 from app.models import forward, new_cache
@@ -98,8 +98,7 @@ class Sampler:
         self.features = is_feature_draft(pair.draft)  # app.feature_draft: it reads the target's F
         if self.features:
             logits, f = forward(pair.target, x, self.t_cache, hidden=True)              # f: [1, L, hidden]
-            f_prev = torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
-            q_logits, self.f_first = head_forward(pair.draft, x, f_prev, self.d_cache)  # f_first: [1, L, hidden]
+            q_logits, self.f_first = head_forward(pair.draft, x, one_back(f), self.d_cache)  # f_first: [1, L, hidden]
             self.f_first = self.f_first[:, -1:]                                         # [1, 1, hidden]
         else:
             logits, q_logits = forward(pair.target, x, self.t_cache), forward(pair.draft, x, self.d_cache)
