@@ -41,10 +41,10 @@ import torch.nn.functional as F
 
 from app.draft_vocab import DraftVocab
 from app.feature_draft import head_inputs, one_back, save_head
-from demo_models.distill_smollm2 import (DRAFT_VOCAB, TOP_K, cache_dir, choose_vocab, load_teacher,
-                                         lr_at, matched)
+from demo_models.distill_smollm2 import (DRAFT_VOCAB, TOP_K, cache_dir, choose_vocab, kept_ce, load_teacher,
+                                         lr_at, reply_files, tempered_alpha)
 
-SHARDS = ["replies_T0.7.pt", "replies_T1.0.pt", "replies_more_T0.7.pt", "replies_more2_T0.7.pt"]
+SHARDS = reply_files([0.7, 1.0])  # the token draft's replies (distill_smollm2's default temperatures)
 
 
 def make_head(teacher, kept: list[int], layers: int = 1):
@@ -135,11 +135,8 @@ def loss_of(head, batch, reg: float, noise: float) -> tuple[torch.Tensor, torch.
     if noise > 0:
         f_prev = f_prev + noise * f_prev.pow(2).mean().sqrt() * torch.randn_like(f_prev)
     logits, f_hat = head_out(head, rows, mask, f_prev, pos)
-    log_q_k, kept = matched(F.log_softmax(logits, -1), tk_rows)
-    p_kept = p_target * kept
-    loss = -(p_kept / p_kept.sum(-1, keepdim=True).clamp_min(1e-6) * log_q_k).sum(-1).mean()
-    loss = loss + reg * F.smooth_l1_loss(f_hat, f_true)
-    return loss, (torch.minimum(p_target, log_q_k.exp()) * kept).sum(-1)
+    loss, alpha = kept_ce(logits, tk_rows, p_target)
+    return loss + reg * F.smooth_l1_loss(f_hat, f_true), alpha
 
 
 @torch.no_grad()
@@ -156,11 +153,7 @@ def heldout_alpha(head, held: list[dict], pad: int, temperature: float, own: boo
         if own:
             h = head.model(inputs_embeds=head_inputs(head, rows, f_prev), attention_mask=mask).last_hidden_state
             f_prev = one_back(h) if scale is None else one_back(h) / scale             # [b, L, d]
-        logits = head_out(head, rows, mask, f_prev, pos)[0]
-        p_t = p_target ** (1 / temperature)
-        p_t = p_t / p_t.sum(-1, keepdim=True)
-        log_q_t, kept = matched(F.log_softmax(logits / temperature, -1), tk_rows)
-        sums.append((torch.minimum(p_t, log_q_t.exp()) * kept).sum(-1))
+        sums.append(tempered_alpha(p_target, head_out(head, rows, mask, f_prev, pos)[0], tk_rows, temperature))
     head.train()
     return round(torch.cat(sums).mean().item(), 4)
 

@@ -269,6 +269,26 @@ def matched(log_q: torch.Tensor, tk_rows: torch.Tensor) -> tuple[torch.Tensor, t
     return log_q.gather(1, tk_rows.clamp(max=log_q.shape[1] - 1)), kept
 
 
+def kept_ce(logits: torch.Tensor, tk_rows: torch.Tensor, p_target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [n, K] over the kept tokens, the teacher's top-K rows / probabilities [n, TOP_K] ->
+    (cross-entropy to the teacher's top-K restricted to the kept tokens and renormalised, the
+    per-position acceptance lower bound sum over kept top-K of min(p, q) at T = 1 [n])."""
+    log_q_k, kept = matched(F.log_softmax(logits, -1), tk_rows)                    # [n, TOP_K]
+    p_kept = p_target * kept
+    loss = -(p_kept / p_kept.sum(-1, keepdim=True).clamp_min(1e-6) * log_q_k).sum(-1).mean()
+    return loss, (torch.minimum(p_target, log_q_k.exp()) * kept).sum(-1)
+
+
+def tempered_alpha(p_target: torch.Tensor, logits: torch.Tensor, tk_rows: torch.Tensor,
+                   temperature: float) -> torch.Tensor:
+    """The acceptance bound at `temperature` [n]: sum over the kept top-K of min(p_T, q_T), p_T
+    the teacher's top-K tempered (p^(1/T), renormalised), q_T = softmax(logits / T)."""
+    p_t = p_target ** (1 / temperature)
+    p_t = p_t / p_t.sum(-1, keepdim=True)                                          # [n, TOP_K]
+    log_q_t, kept = matched(F.log_softmax(logits / temperature, -1), tk_rows)
+    return (torch.minimum(p_t, log_q_t.exp()) * kept).sum(-1)
+
+
 def soft_ce(draft, ids, mask, pos, tk_rows, p_target, tvd: float = 0.0,
             tvd_t: float = 0.7) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy of the draft to the teacher's top-K restricted to the kept tokens (the
@@ -280,15 +300,9 @@ def soft_ce(draft, ids, mask, pos, tk_rows, p_target, tvd: float = 0.0,
     2310.08461) distils against. Cross-entropy covers the teacher's mass; this term rewards
     matching it where min(p, q) is decided."""
     logits = draft_logits(draft, ids, mask, pos)                                   # [n, K]
-    log_q_k, kept = matched(F.log_softmax(logits, -1), tk_rows)                    # [n, TOP_K]
-    p_kept = p_target * kept
-    loss = -(p_kept / p_kept.sum(-1, keepdim=True).clamp_min(1e-6) * log_q_k).sum(-1).mean()
-    alpha = (torch.minimum(p_target, log_q_k.exp()) * kept).sum(-1)
+    loss, alpha = kept_ce(logits, tk_rows, p_target)
     if tvd > 0:
-        p_t = p_target ** (1 / tvd_t)
-        p_t = p_t / p_t.sum(-1, keepdim=True)
-        q_t = matched(F.log_softmax(logits / tvd_t, -1), tk_rows)[0].exp()
-        loss = loss + tvd * (1 - (torch.minimum(p_t, q_t) * kept).sum(-1).mean())
+        loss = loss + tvd * (1 - tempered_alpha(p_target, logits, tk_rows, tvd_t).mean())
     return loss, alpha
 
 
@@ -310,11 +324,8 @@ def alpha_by_scale(draft, held: list[dict], pad: int, temperature: float, scales
     for i in range(0, len(held), 8):
         ids, mask, pos, tk_rows, p_target = collate(held[i:i + 8], pad, vocab)
         logits = draft_logits(draft, ids, mask, pos)                       # [n, K]
-        p_t = p_target ** (1 / temperature)
-        p_t = p_t / p_t.sum(-1, keepdim=True)                              # [n, TOP_K]
         for s in scales:
-            log_q_t, kept = matched(F.log_softmax(logits * (s / temperature), -1), tk_rows)
-            sums[s].append((torch.minimum(p_t, log_q_t.exp()) * kept).sum(-1))
+            sums[s].append(tempered_alpha(p_target, logits * s, tk_rows, temperature))
     return {s: round(torch.cat(v).mean().item(), 4) for s, v in sums.items()}
 
 

@@ -83,13 +83,15 @@ def own_samples(pair, prompts: list[list[int]], temperature: float, n_tokens: in
     return out
 
 
-def cost_ratio(pair, repeats: int = 20, fast: bool = False, int8: bool = False) -> dict:
+def cost_ratio(pair, repeats: int = 20, fast: bool = False, int8: bool = False, time_draft=None) -> dict:
     """Median single-token forward time of each model over a 64-token cache (fast: on the
-    fast path, app.fastpath; int8: the draft with int8 weights)."""
+    fast path, app.fastpath; int8: the draft with int8 weights). time_draft(repeats, kv_len)
+    -> seconds times the draft's pass instead (a feature draft: evaluate_smollm2.time_head)."""
     from app.knee import time_forward
-    times = {name: time_forward(model, device=pair.device, batch=1, q=1, kv_len=64, repeats=repeats,
-                                fast=fast, int8=int8 and name == "draft")
-             for name, model in (("target", pair.target), ("draft", pair.draft))}
+    one = lambda model, int8: time_forward(model, device=pair.device, batch=1, q=1, kv_len=64,  # noqa: E731
+                                            repeats=repeats, fast=fast, int8=int8)
+    times = {"target": one(pair.target, False),
+             "draft": time_draft(repeats, 64) if time_draft else one(pair.draft, int8)}
     return {"t_target_ms": round(times["target"] * 1e3, 3), "t_draft_ms": round(times["draft"] * 1e3, 3),
             "c": round(times["draft"] / times["target"], 3)}
 

@@ -88,11 +88,10 @@ def cost(pair, fast: bool = False, int8: bool = False) -> dict:
     """c = t_draft / t_target of single-token passes (demo_models.evaluate.cost_ratio); a
     feature draft's pass is timed with its feature input (time_head)."""
     from app.feature_draft import is_feature_draft
-    result = cost_ratio(pair, fast=fast, int8=int8)
+    time_draft = None
     if is_feature_draft(pair.draft):
-        t_draft = time_head(pair, fast=fast, int8=int8)
-        result.update(t_draft_ms=round(t_draft * 1e3, 3), c=round(t_draft * 1e3 / result["t_target_ms"], 3))
-    return result
+        time_draft = lambda repeats, kv_len: time_head(pair, repeats, kv_len, fast=fast, int8=int8)  # noqa: E731
+    return cost_ratio(pair, fast=fast, int8=int8, time_draft=time_draft)
 
 
 def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,

@@ -15,9 +15,10 @@ import time
 
 import torch
 
+from demo_models.distill_features import SHARDS
 from demo_models.distill_smollm2 import cache_dir, load_teacher
 
-DEFAULT_SHARDS = ["heldout.pt", "replies_T0.7.pt", "replies_T1.0.pt", "replies_more_T0.7.pt"]
+DEFAULT_SHARDS = ["heldout.pt", *SHARDS]  # what distill_features reads by default
 
 
 @torch.inference_mode()
