@@ -228,6 +228,31 @@ def make_draft(teacher_cfg, teacher_embedding: torch.Tensor, kept: list[int]):
     return draft
 
 
+def make_sliced_draft(teacher, kept: list[int], layers: list[int]):
+    """A draft cut from the target itself (`--slice`): the target's decoder layers `layers`, its
+    final norm, and its embedding / output rows of the kept tokens (plus their mean for the
+    extra input row), at the target's width. With every layer and every token it computes
+    the target's logits exactly (tests/test_distill.py); cut short, it starts far from them
+    (held-out bound 0.07 for layers 0, 1) but from the target's own representation."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    tc = teacher.config
+    vocab = DraftVocab(kept, tc.vocab_size, "cpu")
+    special = {k: int(vocab.to_draft[getattr(tc, k)]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    cfg = LlamaConfig(**{**tc.to_dict(), "num_hidden_layers": len(layers), "vocab_size": len(kept) + 1,
+                         "draft_vocab_ids": kept, "target_vocab_size": tc.vocab_size, **special})
+    draft = LlamaForCausalLM(cfg)
+    rows = vocab.ids.cpu()
+    with torch.no_grad():
+        for mine, theirs in ((draft.get_input_embeddings(), teacher.get_input_embeddings()),
+                             (draft.lm_head, teacher.lm_head)):
+            w = theirs.weight.detach().float()[rows]                                  # [K, d]
+            mine.weight.copy_(torch.cat([w, w.mean(0, keepdim=True)]))               # [K + 1, d]
+        draft.model.norm.load_state_dict(teacher.model.norm.state_dict())
+        for i, layer in enumerate(layers):
+            draft.model.layers[i].load_state_dict(teacher.model.layers[layer].state_dict())
+    return draft.float()
+
+
 def kept_coverage(vocab: DraftVocab, examples: list[dict]) -> dict:
     """How much of the teacher's behaviour the kept tokens cover: the share of its top-K
     probability mass, and of its most likely tokens, that the draft can propose."""
@@ -442,9 +467,10 @@ def start_draft(args, examples: list[dict]):
         return draft.train(), AutoTokenizer.from_pretrained(src), json.loads((src / "train_log.json").read_text())
     teacher, tok = load_teacher()
     special = sorted({i for i in tok.all_special_ids} | {tok.bos_token_id, tok.eos_token_id, tok.pad_token_id})
-    draft = make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(),
-                       choose_vocab(examples, special))
-    return draft, tok, None
+    kept = choose_vocab(examples, special)
+    if args.slice:
+        return make_sliced_draft(teacher, kept, [int(i) for i in args.slice.split(",")]), tok, None
+    return make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(), kept), tok, None
 
 
 def save_draft(draft, tok, args, log: dict) -> None:
@@ -453,7 +479,8 @@ def save_draft(draft, tok, args, log: dict) -> None:
     draft.eval().half().save_pretrained(out)  # fp16 on disk: the loader casts to the run dtype
     tok.save_pretrained(out)
     log.update(command="python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
-               parameters=draft.num_parameters(), shape=DRAFT_SHAPE, torch=torch.__version__,
+               parameters=draft.num_parameters(), shape={k: getattr(draft.config, k) for k in DRAFT_SHAPE},
+               slice=getattr(args, "slice", None), torch=torch.__version__,
                threads=torch.get_num_threads(), batch=args.batch, corpus_per_batch=args.corpus_per_batch,
                peak_lr=args.lr, top_k=TOP_K, draft_vocab=len(draft.config.draft_vocab_ids))
     (out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
@@ -480,6 +507,8 @@ def parse_args(argv=None):
     ap.add_argument("--max-minutes", type=float, default=90.0,
                     help="time cap of the stage (train: the draft's CPU budget)")
     ap.add_argument("--resume", help="train a saved draft further (its directory) instead of a new one")
+    ap.add_argument("--slice", help="start from the target's own layers at its width, e.g. 0,1 "
+                    "(make_sliced_draft) instead of a new narrow draft (README: not better on this CPU)")
     ap.add_argument("--tvd", type=float, default=0.0,
                     help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
     ap.add_argument("--tvd-temperature", type=float, default=0.7)

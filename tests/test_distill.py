@@ -122,3 +122,24 @@ def test_a_bf16_autocast_step_keeps_fp32_weights_and_lowers_the_loss(data):
     assert first.dtype == torch.float32 and alpha.shape == (4,)
     assert all(p.dtype == torch.float32 for p in draft.parameters())
     assert loss < first - 0.1
+
+
+def test_a_draft_sliced_from_every_target_layer_computes_the_targets_logits():
+    """make_sliced_draft (`--slice`) on the tiny target: all its layers and a kept subset of
+    its tokens give the target's logits at the kept ids; two layers give a different model
+    with the target's own first layers, norm and rows."""
+    from transformers import AutoModelForCausalLM
+    target = AutoModelForCausalLM.from_pretrained(str(distill.HERE / "tiny" / "target"), dtype=torch.float32).eval()
+    n = target.config.num_hidden_layers
+    kept = sorted(set(range(0, target.config.vocab_size, 3)) | {0})
+    ids = torch.tensor([kept[5:25]])                                        # [1, 20], all kept
+    whole = distill.make_sliced_draft(target, kept, list(range(n))).eval()
+    vocab = DraftVocab.of(whole)
+    with torch.no_grad():
+        p_logits = target(ids).logits[0][:, kept]                           # [20, K]
+        q_logits = whole(vocab.draft_input(ids)).logits[0, :, :-1]          # [20, K]
+        assert torch.allclose(q_logits, p_logits, atol=1e-4)
+        cut = distill.make_sliced_draft(target, kept, [0, 1]).eval()
+        assert cut.config.num_hidden_layers == 2 and cut.config.draft_vocab_ids == kept
+        assert torch.equal(cut.model.layers[1].mlp.up_proj.weight, target.model.layers[1].mlp.up_proj.weight)
+        assert not torch.allclose(cut(vocab.draft_input(ids)).logits[0, :, :-1], p_logits, atol=1e-2)
