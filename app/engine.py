@@ -163,6 +163,27 @@ def _target_pass(pair: ModelPair, x: torch.Tensor, cache, phase: str, drafter):
     return logits, timing
 
 
+def _distributions(vocab: int, settings: DecodeSettings, generator: torch.Generator):
+    """(transform, display, sampler) for one run. transform: logits [..., V] -> the sampling
+    distribution [..., vocab] (temperature, top-k, top-p; logits cut to the columns both models
+    share); display: what the UI shows (plain softmax when greedy); sampler: probs -> token ids."""
+    transform = lambda logits: logits_to_probs(logits[..., :vocab], settings.temperature,
+                                               settings.top_k, settings.top_p)
+    display = (lambda logits: torch.softmax(logits[..., :vocab].float(), -1)) if settings.greedy else transform
+    return transform, display, lambda probs: sample(probs, generator, settings.greedy)
+
+
+def _step_event(index: int, proposal, verdict, emitted: list[int], p_display: torch.Tensor,
+                greedy: bool, pieces, forwards) -> StepEvent:
+    """The record of one step: the gamma drafts with q_draft of each, the check at each
+    position against p_display [g + 1, vocab], what was emitted, and every timed pass."""
+    drafted = proposal.draft_ids.tolist()
+    return StepEvent(index=index, gamma=len(drafted), draft_ids=drafted,
+                     q_draft=[float(proposal.q_draft[i, t]) for i, t in enumerate(drafted)],
+                     checks=_checks(proposal, p_display, verdict, greedy), n_accepted=verdict.n_accepted,
+                     emitted_ids=emitted, pieces=pieces, forwards=forwards)
+
+
 def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings,
                          drafter=None, cancel: Callable[[], bool] | None = None,
                          after_step: Callable | None = None, policy=None) -> Iterator[StepEvent]:
@@ -172,13 +193,9 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
     policy: a depth policy (app.policies); default FixedDepth(settings.gamma).
 
     after_step(ids, target_cache, drafter), if given, sees the state after each step (tests)."""
-    greedy = settings.greedy
+    greedy, vocab = settings.greedy, pair.vocab
     generator = torch.Generator().manual_seed(settings.seed)
-    vocab = pair.vocab  # logits are cut to the columns both models share: [..., vocab]
-    transform = lambda logits: logits_to_probs(logits[..., :vocab], settings.temperature,
-                                               settings.top_k, settings.top_p)
-    display = (lambda logits: torch.softmax(logits[..., :vocab].float(), -1)) if greedy else transform
-    sampler = lambda probs: sample(probs, generator, greedy)
+    transform, display, sampler = _distributions(vocab, settings, generator)
     max_len = _fast_path(pair, prompt_ids, settings)
     drafter = drafter or make_drafter(pair, settings.drafter, max_len, settings.draft_int8)
     policy = policy or FixedDepth(settings.gamma)
@@ -204,11 +221,9 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
         p_display = display(logits[0]).cpu() if greedy else p_target
         verdict = verify(proposal.draft_ids, proposal.q_draft, p_target, generator, greedy)
         emitted, hit_eos = _emit(proposal, verdict, eos_id, remaining)
-        event = StepEvent(index=index, gamma=len(proposal.draft_ids), draft_ids=proposal.draft_ids.tolist(),
-                          q_draft=[float(proposal.q_draft[i, t]) for i, t in enumerate(proposal.draft_ids.tolist())],
-                          checks=_checks(proposal, p_display, verdict, greedy), n_accepted=verdict.n_accepted,
-                          emitted_ids=emitted, pieces=_pieces(decoder, ids, proposal, verdict, emitted, p_display, index),
-                          forwards=pending_forwards + proposal.forwards + [timing])
+        event = _step_event(index, proposal, verdict, emitted, p_display, greedy,
+                            _pieces(decoder, ids, proposal, verdict, emitted, p_display, index),
+                            pending_forwards + proposal.forwards + [timing])
         pending_forwards = []
         ids += emitted
         produced += len(emitted)
