@@ -1,6 +1,6 @@
 """The command line: the same engine as the app, from a terminal.
 
-    python -m app generate --prompt "It is a truth" --gamma 4 --baseline
+    python -m app generate "It is a truth" --gamma 4 --baseline
     python -m app bench
     python -m app roofline | knee --model NAME        (app.roofline_cli)
 
@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m app", description="Speculative Decoding Lab")
     sub = ap.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="decode one prompt, tokens coloured by fate")
-    g.add_argument("--prompt", required=True)
+    g.add_argument("text", nargs="?", metavar="PROMPT", help="the prompt (or --prompt)")
+    g.add_argument("--prompt", help="the prompt, where it starts with a dash")
     add_decode_args(g)
     g.add_argument("--baseline", action="store_true", help="also run target-only decoding")
     g.add_argument("--json", default=None, help="write the trace here")
@@ -153,7 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "generate":
+        if (args.text is None) == (args.prompt is None):
+            parser.error("generate takes one prompt: PROMPT or --prompt PROMPT")
+        args.prompt = args.prompt if args.text is None else args.text
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()

@@ -31,6 +31,17 @@ def test_generate_prints_text_and_summary(capsys, pair_args, tmp_path):
     assert out_json.is_file()
 
 
+def test_the_prompt_is_positional_or_an_option_never_both_or_neither(capsys, pair_args):
+    code, out, err = cli(capsys, "generate", "It is a truth", "--max-new-tokens", "6", *pair_args)
+    code_opt, out_opt, _ = cli(capsys, "generate", "--prompt", "It is a truth", "--max-new-tokens", "6", *pair_args)
+    assert code == code_opt == 0, err
+    assert out.splitlines()[0] == out_opt.splitlines()[0]   # the same greedy text either way
+    for args in (["It is", "--prompt", "a truth"], []):
+        with pytest.raises(SystemExit) as exit_:
+            main(["generate", *args, *pair_args])
+        assert exit_.value.code == 2 and "one prompt" in capsys.readouterr().err
+
+
 BAD = [
     (["--prompt", ""], "prompt is empty"),
     (["--prompt", "   "], "prompt is empty"),
