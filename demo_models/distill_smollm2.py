@@ -205,19 +205,24 @@ def choose_vocab(examples: list[dict], special: list[int], k: int = DRAFT_VOCAB)
     return sorted(mass.topk(k).indices.tolist())
 
 
+def kept_fields(teacher_cfg, kept: list[int]) -> dict:
+    """The config fields every draft over the kept tokens carries: its K + 1 rows, the kept ids
+    (app/draft_vocab.py reads them), the target's vocabulary size, and the special tokens'
+    draft rows."""
+    vocab = DraftVocab(kept, teacher_cfg.vocab_size, "cpu")
+    special = {k: int(vocab.to_draft[getattr(teacher_cfg, k)]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    return dict(vocab_size=len(kept) + 1, draft_vocab_ids=kept, target_vocab_size=teacher_cfg.vocab_size, **special)
+
+
 def make_draft(teacher_cfg, teacher_embedding: torch.Tensor, kept: list[int]):
     """A narrow Llama over the kept tokens plus one input-only row for any other token
     (app/draft_vocab.py), tied embeddings initialised with the target's embedding [vocab, 576]
     projected on its top DRAFT_SHAPE["hidden_size"] right singular vectors (the best rank-d
     approximation's coordinates): rows `kept`, and their mean for the extra row."""
     from transformers import LlamaConfig, LlamaForCausalLM
-    special = dict(bos_token_id=teacher_cfg.bos_token_id, eos_token_id=teacher_cfg.eos_token_id,
-                   pad_token_id=teacher_cfg.pad_token_id)
     vocab = DraftVocab(kept, teacher_cfg.vocab_size, "cpu")
-    cfg = LlamaConfig(vocab_size=len(kept) + 1, max_position_embeddings=2048, tie_word_embeddings=True,
-                      rope_theta=100000.0, head_dim=64, draft_vocab_ids=kept,
-                      target_vocab_size=teacher_cfg.vocab_size,
-                      **{k: int(vocab.to_draft[v]) for k, v in special.items()}, **DRAFT_SHAPE)
+    cfg = LlamaConfig(max_position_embeddings=2048, tie_word_embeddings=True, rope_theta=100000.0,
+                      head_dim=64, **kept_fields(teacher_cfg, kept), **DRAFT_SHAPE)
     draft = LlamaForCausalLM(cfg)
     d = DRAFT_SHAPE["hidden_size"]
     _, _, vh = torch.linalg.svd(teacher_embedding.float(), full_matrices=False)  # vh: [576, 576]
@@ -237,9 +242,7 @@ def make_sliced_draft(teacher, kept: list[int], layers: list[int]):
     from transformers import LlamaConfig, LlamaForCausalLM
     tc = teacher.config
     vocab = DraftVocab(kept, tc.vocab_size, "cpu")
-    special = {k: int(vocab.to_draft[getattr(tc, k)]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
-    cfg = LlamaConfig(**{**tc.to_dict(), "num_hidden_layers": len(layers), "vocab_size": len(kept) + 1,
-                         "draft_vocab_ids": kept, "target_vocab_size": tc.vocab_size, **special})
+    cfg = LlamaConfig(**{**tc.to_dict(), "num_hidden_layers": len(layers), **kept_fields(tc, kept)})
     draft = LlamaForCausalLM(cfg)
     rows = vocab.ids.cpu()
     with torch.no_grad():
