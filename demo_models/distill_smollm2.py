@@ -40,7 +40,7 @@ import torch.nn.functional as F
 
 from app.draft_vocab import DraftVocab
 from demo_models import HERE
-from demo_models.prompts import heldout_prompts, more_prompts, train_prompts
+from demo_models.prompts import heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 DRAFT_DIR = HERE / "smollm2_draft"
 TOP_K = 32            # teacher log-probabilities kept per position
@@ -136,11 +136,13 @@ def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, see
     return out
 
 
-def reply_files(temperatures: list[float]) -> list[str]:
+def reply_files(temperatures: list[float], wide: bool = False) -> list[str]:
     """The reply shards' file names in the cache: one per temperature over train_prompts(), then
-    one per MORE_ROUNDS round over more_prompts(). The data stage writes them, training reads them."""
+    one per MORE_ROUNDS round over more_prompts(), then (`--wide-topics`) one over wide_prompts().
+    The data stage writes them, training reads them."""
     return ([f"replies_T{t}.pt" for t in temperatures]
-            + [f"replies_more{'' if r == 0 else r + 1}_T{MORE_T}.pt" for r in range(MORE_ROUNDS)])
+            + [f"replies_more{'' if r == 0 else r + 1}_T{MORE_T}.pt" for r in range(MORE_ROUNDS)]
+            + ([f"replies_wide_T{MORE_T}.pt"] if wide else []))
 
 
 def _shard(path: Path, make) -> list[dict]:
@@ -168,7 +170,7 @@ def make_data(args) -> None:
         log = {"runs": [{k: log[k] for k in ("command", "threads", "seconds")}] if "seconds" in log else []}
     held = _shard(out / "heldout.pt", lambda: replies(model, tok, heldout_prompts()[:args.heldout], 0.7,
                                                       args.batch, 99, deadline))
-    shards, files = {}, reply_files(args.temperatures)
+    shards, files = {}, reply_files(args.temperatures, args.wide_topics)
     for j, temp in enumerate(args.temperatures):
         part = _shard(out / files[j], lambda t=temp, s=1000 * (j + 1): replies(
             model, tok, train_prompts(), t, args.batch, s, deadline))
@@ -181,6 +183,12 @@ def make_data(args) -> None:
             model, tok, m, MORE_T, args.batch, seed, deadline))
         shards[f"{key}, T={MORE_T}"] = {"examples": len(part), "prompts": len(more),
                                        "tokens": sum(len(e["tk_ids"]) for e in part)}
+    if args.wide_topics:  # many more distinct subjects, once each (README: the held-out topics are new ones)
+        wide = wide_prompts()
+        random.Random(9).shuffle(wide)
+        part = _shard(out / files[-1], lambda: replies(model, tok, wide, MORE_T, args.batch, 9000, deadline))
+        shards[f"wide topics, T={MORE_T}"] = {"examples": len(part), "prompts": len(wide),
+                                              "tokens": sum(len(e["tk_ids"]) for e in part)}
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     corpus = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
                                                               args.batch, 7, deadline))
@@ -403,14 +411,14 @@ def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0
     return loss.detach(), alpha.detach()
 
 
-def load_data(src: Path, temperatures: list[float]) -> tuple[list[dict], list[dict], list[dict], dict]:
+def load_data(src: Path, temperatures: list[float], wide: bool = False) -> tuple[list[dict], list[dict], list[dict], dict]:
     """(replies, corpus windows, held-out replies, data log) from the teacher-output cache: the
     reply shards the data stage names (reply_files), not every file in the cache, in file-name
     order."""
-    missing = [f for f in reply_files(temperatures) if not (src / f).is_file()]
+    missing = [f for f in reply_files(temperatures, wide) if not (src / f).is_file()]
     if missing:
         sys.exit(f"no teacher outputs {', '.join(missing)} in {src}: run the data stage first")
-    replies = [e for f in sorted(reply_files(temperatures)) for e in torch.load(src / f)]
+    replies = [e for f in sorted(reply_files(temperatures, wide)) for e in torch.load(src / f)]
     return (replies, torch.load(src / "corpus.pt"), torch.load(src / "heldout.pt"),
             json.loads((src / "data_log.json").read_text()))
 
@@ -419,7 +427,7 @@ def train_draft(args) -> None:
     """Distil the draft (time-capped) and save the checkpoint with the best held-out alpha."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    data, corpus, held, data_log = load_data(cache_dir(args.cache), args.temperatures)
+    data, corpus, held, data_log = load_data(cache_dir(args.cache), args.temperatures, args.wide_topics)
     draft, tok, before = start_draft(args, data + corpus)
     pad, vocab = tok.pad_token_id, DraftVocab.of(draft)
     coverage = kept_coverage(vocab, held)
@@ -498,6 +506,8 @@ def parse_args(argv=None):
     ap.add_argument("--corpus", nargs="+", default=["../shared/corpus/austen.txt",
                                                     "../shared/corpus/tinyshakespeare.txt"])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
+    ap.add_argument("--wide-topics", action="store_true",
+                    help="data: also answer wide_prompts() (451 more topics); train: also learn from them")
     ap.add_argument("--heldout", type=int, default=HELDOUT_FOR_TRAINING,
                     help="held-out prompts answered for the log and the checkpoint choice")
     ap.add_argument("--corpus-windows", type=int, default=1536)

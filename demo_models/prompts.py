@@ -116,3 +116,81 @@ def more_prompts() -> list[str]:
     tasks = TASKS + MORE_TASKS
     return ([task.format(t=topic) for topic in MORE_TOPICS for task in tasks]
             + [task.format(t=topic) for topic in TRAIN_TOPICS for task in MORE_TASKS] + GENERAL_PROMPTS)
+
+WIDE_TOPICS = [  # the third kind of teacher data (wide_prompts): many topics, few tasks each
+    "the Arctic", "Antarctica", "the Sahara", "the Himalayas", "the Nile", "the Pacific Ocean",
+    "islands", "caves", "lakes", "swamps", "prairies", "canyons", "beaches",
+    "geysers", "the equator", "the North Pole", "continents", "the Earth's core", "minerals",
+    "diamonds", "gold", "iron", "copper", "salt", "sand", "soil", "rocks", "crystals", "oil",
+    "natural gas", "coal", "nuclear power", "wind turbines", "dams", "the power grid",
+    "light bulbs", "candles", "fire", "smoke alarms", "firefighters", "police officers", "doctors",
+    "nurses", "teachers", "farmers", "pilots", "astronauts", "scientists", "engineers", "artists",
+    "chefs", "lawyers", "architects", "plumbers", "carpenters", "postal workers", "hospitals",
+    "schools", "universities", "zoos", "parks", "playgrounds", "airports", "harbours", "markets",
+    "restaurants", "hotels", "cinemas", "stadiums", "farms", "factories", "offices", "kitchens",
+    "gardens in winter", "umbrellas", "shoes", "hats", "buttons", "zippers", "scissors",
+    "pencils", "paper", "ink", "books", "dictionaries", "encyclopedias", "comics", "fairy tales",
+    "myths", "legends", "dragons", "unicorns", "superheroes", "wizards", "ghost stories",
+    "riddles", "puzzles", "crosswords", "board games", "card games", "dice", "kites",
+    "balloons", "toys", "dolls", "building blocks", "magic tricks", "circuses", "clowns",
+    "birthdays", "weddings", "holidays", "festivals", "fireworks", "parades", "gifts",
+    "thank-you letters", "postcards", "stamps", "coins", "banknotes", "credit cards",
+    "budgets", "loans", "insurance", "investing", "inflation", "trade", "supply and demand",
+    "advertising", "brands", "shops", "online shopping", "delivery trucks", "ships",
+    "submarines", "sailing boats", "canoes", "hot air balloons", "helicopters", "rockets",
+    "satellites", "space stations", "telescopes", "microscopes", "thermometers", "scales",
+    "rulers", "measuring time", "the metric system", "kilograms", "temperature", "pressure",
+    "friction", "energy", "motion", "waves", "echoes", "colours", "mirrors", "lenses",
+    "shadows", "electric circuits", "static electricity",
+    "algorithms", "binary numbers", "the cloud", "social media", "search engines", "websites",
+    "online safety", "video calls", "keyboards", "printers", "headphones", "radio", "television",
+    "podcasts", "cartoons", "animation", "comedy", "drama", "dance", "ballet", "hip hop",
+    "rock music", "classical music", "drums", "the flute", "the trumpet", "singing", "choirs",
+    "orchestras", "sculpture", "pottery", "knitting", "sewing", "woodworking", "origami",
+    "drawing", "calligraphy", "architecture", "gothic cathedrals", "pyramids", "temples",
+    "ancient Greece", "ancient Rome's roads", "the Vikings", "the Aztecs", "the Maya",
+    "the Silk Road", "samurai", "medieval villages", "explorers", "Christopher Columbus",
+    "the Moon landing", "World War One", "the Cold War", "the United Nations", "human rights",
+    "voting", "laws", "courts", "parliaments", "kings and queens", "flags", "national anthems",
+    "languages", "grammar", "punctuation", "spelling", "sign language", "Braille",
+    "storytelling", "journalism", "debate", "philosophy", "ethics", "logic", "curiosity",
+    "honesty", "patience", "gratitude", "empathy", "loneliness", "anger", "fear", "stress",
+    "motivation", "habits", "goals", "failure", "success", "creativity", "memory", "dreams",
+    "the five senses", "eyes", "ears", "teeth", "bones", "muscles", "skin", "blood",
+    "the lungs", "the stomach", "germs", "bacteria", "viruses", "the common cold", "allergies",
+    "first aid", "hand washing", "nutrition", "fruit", "vegetables", "apples", "bananas",
+    "oranges", "strawberries", "carrots", "tomatoes", "beans", "nuts", "eggs", "milk",
+    "yogurt", "soup", "salad", "sandwiches", "noodles", "sushi", "curry", "tacos", "ice cream",
+    "cake", "cookies", "sugar", "spices", "breakfast", "picnics", "camping", "hiking",
+    "fishing", "skiing", "surfing", "skateboarding", "rock climbing", "horse riding",
+    "golf", "baseball", "volleyball", "rugby", "boxing", "martial arts", "gymnastics",
+    "the World Cup", "referees", "coaches", "fans", "horses", "cows", "sheep", "goats", "pigs",
+    "chickens", "rabbits", "mice", "squirrels", "foxes", "wolves", "bears", "deer", "moose",
+    "tigers", "leopards", "cheetahs", "giraffes", "zebras", "hippos", "rhinos", "gorillas",
+    "monkeys", "kangaroos", "koalas", "pandas", "camels", "bats", "frogs", "snakes", "lizards",
+    "turtles", "crocodiles", "octopuses", "jellyfish", "dolphins", "seals", "crabs", "salmon",
+    "eagles", "parrots", "crows", "swans", "flamingos", "hummingbirds", "ladybugs",
+    "dragonflies", "worms", "snails", "pets", "veterinarians", "dog training", "bird watching",
+    "endangered species", "pollution", "plastic waste", "composting", "wildlife conservation",
+    "national parks", "air quality", "droughts", "floods", "wildfires", "fog", "hail", "wind",
+    "comets", "asteroids", "Jupiter", "Saturn's rings", "Venus",
+    "constellations", "the Big Bang", "aliens", "gravity on other planets", "chemistry",
+    "biology", "physics", "geography", "history", "economics", "psychology", "sociology",
+    "engineering", "medicine", "astronomy", "geology", "ecology", "genetics", "evolution",
+    "cells", "plants", "seeds", "flowers", "roses", "cactuses", "bamboo", "moss",
+    "algae", "leaves in autumn", "spring", "summer", "winter", "morning routines", "weekends",
+    "cleaning the house", "cooking for friends", "moving house", "neighbours", "families",
+    "grandparents", "siblings", "babies", "teenagers", "growing older", "volunteering",
+    "charity", "community gardens", "public transport", "buses", "the underground railway",
+    "traffic lights", "road safety", "driving lessons", "road trips", "travel", "passports",
+    "tourism", "souvenirs", "packing a suitcase", "hotels by the sea",
+]
+
+
+def wide_prompts() -> list[str]:
+    """The third round of teacher prompts: each WIDE_TOPICS topic under five of the TASKS +
+    MORE_TASKS templates (rotating, so every template is used about equally), to show the draft
+    many more distinct subjects than the earlier rounds; disjoint from the held-out topics."""
+    tasks = TASKS + MORE_TASKS
+    return [tasks[(5 * i + j) % len(tasks)].format(t=topic)
+            for i, topic in enumerate(WIDE_TOPICS) for j in range(5)]

@@ -143,3 +143,30 @@ def test_a_draft_sliced_from_every_target_layer_computes_the_targets_logits():
         assert cut.config.num_hidden_layers == 2 and cut.config.draft_vocab_ids == kept
         assert torch.equal(cut.model.layers[1].mlp.up_proj.weight, target.model.layers[1].mlp.up_proj.weight)
         assert not torch.allclose(cut(vocab.draft_input(ids)).logits[0, :, :-1], p_logits, atol=1e-2)
+
+
+def test_no_training_topic_names_a_held_out_topic():
+    """The draft is evaluated on questions about subjects it never saw the target answer: no
+    training topic list (train, more, wide) names a held-out topic as a whole word, and no
+    training prompt is a held-out prompt."""
+    import re
+    from demo_models import prompts
+    topics = prompts.TRAIN_TOPICS + prompts.MORE_TOPICS + prompts.WIDE_TOPICS
+    for held in prompts.HELDOUT_TOPICS:
+        word = re.compile(rf"\b{re.escape(held)}\b", re.I)
+        assert not [t for t in topics if word.search(t)], held
+    train = prompts.train_prompts() + prompts.more_prompts() + prompts.wide_prompts()
+    assert len(set(train)) == len(train) and not set(train) & set(prompts.heldout_prompts())
+
+
+def test_wide_prompts_use_every_template_about_equally_and_add_one_shard():
+    from collections import Counter
+    from demo_models import prompts
+    tasks = prompts.TASKS + prompts.MORE_TASKS
+    wide = prompts.wide_prompts()
+    assert len(wide) == 5 * len(prompts.WIDE_TOPICS)
+    uses = Counter(next(i for i, task in enumerate(tasks) if task.format(t=topic) == p)
+                   for p, topic in zip(wide, [t for t in prompts.WIDE_TOPICS for _ in range(5)]))
+    assert set(uses) == set(range(len(tasks))) and max(uses.values()) - min(uses.values()) <= 1
+    shipped = distill.reply_files([0.7, 1.0])
+    assert distill.reply_files([0.7, 1.0], wide=True) == shipped + ["replies_wide_T0.7.pt"]
