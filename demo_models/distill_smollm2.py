@@ -9,7 +9,9 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
      MORE_ROUNDS times with new seeds (what the shipped draft saw; two more rounds, cut short
-     by a time cap, did not make a better draft: README); at every generated position the
+     by a time cap, did not make a better draft: README); with --wide-topics also
+     wide_prompts() at T = 0.7 (451 more topics, once each: a better draft, README, not yet
+     shipped); at every generated position the
      top-K of its log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
