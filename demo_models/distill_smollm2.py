@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 from app.draft_vocab import DraftVocab
 from demo_models import HERE
-from demo_models.prompts import heldout_prompts, more_prompts, train_prompts, wide_prompts
+from demo_models.prompts import WIDE_TOPICS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 DRAFT_DIR = HERE / "smollm2_draft"
 TOP_K = 32            # teacher log-probabilities kept per position
@@ -147,6 +147,13 @@ def reply_files(temperatures: list[float], wide: bool = False) -> list[str]:
             + ([f"replies_wide_T{MORE_T}.pt"] if wide else []))
 
 
+def _summary(part: list[dict], prompts: int | None = None) -> dict:
+    """A reply shard's line in the data log: examples, prompts asked (where a time cap may have
+    cut them short) and reply tokens."""
+    return {"examples": len(part), **({"prompts": prompts} if prompts is not None else {}),
+            "tokens": sum(len(e["tk_ids"]) for e in part)}
+
+
 def _shard(path: Path, make) -> list[dict]:
     """The examples cached in `path`, or make() them and save them there (resumable)."""
     if path.is_file():
@@ -176,21 +183,19 @@ def make_data(args) -> None:
     for j, temp in enumerate(args.temperatures):
         part = _shard(out / files[j], lambda t=temp, s=1000 * (j + 1): replies(
             model, tok, train_prompts(), t, args.batch, s, deadline))
-        shards[f"T={temp}"] = {"examples": len(part), "tokens": sum(len(e["tk_ids"]) for e in part)}
+        shards[f"T={temp}"] = _summary(part)
     for r in range(MORE_ROUNDS):  # each round: every more_prompts() prompt answered afresh
         more = more_prompts()
         random.Random(5 + r).shuffle(more)  # a time cap keeps a varied subset, not the first topics
         key = "more" if r == 0 else f"more, round {r + 1}"
         part = _shard(out / files[len(args.temperatures) + r], lambda m=more, seed=3000 + 1000 * r: replies(
             model, tok, m, MORE_T, args.batch, seed, deadline))
-        shards[f"{key}, T={MORE_T}"] = {"examples": len(part), "prompts": len(more),
-                                       "tokens": sum(len(e["tk_ids"]) for e in part)}
+        shards[f"{key}, T={MORE_T}"] = _summary(part, len(more))
     if args.wide_topics:  # many more distinct subjects, once each (README: the held-out topics are new ones)
         wide = wide_prompts()
         random.Random(9).shuffle(wide)
         part = _shard(out / files[-1], lambda: replies(model, tok, wide, MORE_T, args.batch, 9000, deadline))
-        shards[f"wide topics, T={MORE_T}"] = {"examples": len(part), "prompts": len(wide),
-                                              "tokens": sum(len(e["tk_ids"]) for e in part)}
+        shards[f"wide topics, T={MORE_T}"] = _summary(part, len(wide))
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     corpus = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
                                                               args.batch, 7, deadline))
@@ -509,7 +514,7 @@ def parse_args(argv=None):
                                                     "../shared/corpus/tinyshakespeare.txt"])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
     ap.add_argument("--wide-topics", action="store_true",
-                    help="data: also answer wide_prompts() (451 more topics); train: also learn from them")
+                    help=f"data: also answer wide_prompts() ({len(WIDE_TOPICS)} more topics); train: also learn from them")
     ap.add_argument("--heldout", type=int, default=HELDOUT_FOR_TRAINING,
                     help="held-out prompts answered for the log and the checkpoint choice")
     ap.add_argument("--corpus-windows", type=int, default=1536)
