@@ -16,6 +16,9 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
      stopped by its time cap saves what it made, and a rerun makes only the missing shards.
+     The sampled replies' token ids are also kept in the repository (`--record`,
+     demo_models/teacher_record.py); on a machine without the cache a shard found there is
+     rebuilt by one forward pass over its ids (teacher_topk), not sampled again.
   2. train: the draft keeps the DRAFT_VOCAB tokens with the most teacher mass (app/draft_vocab.py;
      exact for any kept set). A narrow Llama over them with tied embeddings, initialised with
      the target's embedding rows projected on their top principal directions (SVD), trained by
@@ -43,6 +46,7 @@ import torch.nn.functional as F
 from app.draft_vocab import DraftVocab
 from demo_models import HERE
 from demo_models.prompts import WIDE_TOPICS, heldout_prompts, more_prompts, train_prompts, wide_prompts
+from demo_models.teacher_record import RECORD_DIR, load_record, record_path, save_record
 
 DRAFT_DIR = HERE / "smollm2_draft"
 TOP_K = 32            # teacher log-probabilities kept per position
@@ -138,13 +142,42 @@ def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, see
     return out
 
 
+@torch.inference_mode()
+def teacher_topk(model, examples: list[dict], batch: int) -> list[dict]:
+    """Recorded replies ({"ids" [L], "first"}: demo_models/teacher_record.py) with the teacher's
+    top-K at their reply positions first .. L - 2 added, as replies() kept them from generate's
+    logits, by one forward per batch of similar lengths instead of sampling again (right-padded,
+    masked). Same order as given. A reply of n tokens has n positions: L = first + 1 + n."""
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i]["ids"]))
+    out: list[dict] = [{}] * len(examples)
+    for j in range(0, len(order), batch):
+        rows = [examples[i] for i in order[j:j + batch]]
+        width = max(len(e["ids"]) for e in rows)
+        ids = torch.zeros(len(rows), width, dtype=torch.long)                 # [b, width]
+        mask = torch.zeros_like(ids)
+        for b, e in enumerate(rows):
+            ids[b, :len(e["ids"])], mask[b, :len(e["ids"])] = e["ids"], 1
+        tk_ids, tk_lp = topk_of(model(input_ids=ids, attention_mask=mask).logits)  # [b, width, K]
+        for b, (i, e) in enumerate(zip(order[j:j + batch], rows)):
+            f, end = e["first"], len(e["ids"]) - 1
+            out[i] = {"ids": e["ids"], "first": f, "tk_ids": tk_ids[b, f:end].clone(), "tk_lp": tk_lp[b, f:end].clone()}
+        print(f"  rebuilt {j + len(rows)}/{len(examples)} recorded replies", flush=True)
+    return out
+
+
+def reply_shards(temperatures: list[float], wide: bool = False) -> list[tuple[str, str]]:
+    """(file name in the cache, name in the data log) of every reply shard: one per temperature
+    over train_prompts(), then one per MORE_ROUNDS round over more_prompts(), then
+    (`--wide-topics`) one over wide_prompts(). The data stage writes them, training reads them."""
+    more = [(f"replies_more{'' if r == 0 else r + 1}_T{MORE_T}.pt", ("more" if r == 0 else f"more, round {r + 1}")
+             + f", T={MORE_T}") for r in range(MORE_ROUNDS)]
+    return ([(f"replies_T{t}.pt", f"T={t}") for t in temperatures] + more
+            + ([(f"replies_wide_T{MORE_T}.pt", f"wide topics, T={MORE_T}")] if wide else []))
+
+
 def reply_files(temperatures: list[float], wide: bool = False) -> list[str]:
-    """The reply shards' file names in the cache: one per temperature over train_prompts(), then
-    one per MORE_ROUNDS round over more_prompts(), then (`--wide-topics`) one over wide_prompts().
-    The data stage writes them, training reads them."""
-    return ([f"replies_T{t}.pt" for t in temperatures]
-            + [f"replies_more{'' if r == 0 else r + 1}_T{MORE_T}.pt" for r in range(MORE_ROUNDS)]
-            + ([f"replies_wide_T{MORE_T}.pt"] if wide else []))
+    """The reply shards' file names in the cache (reply_shards)."""
+    return [f for f, _ in reply_shards(temperatures, wide)]
 
 
 def _summary(part: list[dict], prompts: int | None = None) -> dict:
@@ -154,19 +187,45 @@ def _summary(part: list[dict], prompts: int | None = None) -> dict:
             "tokens": sum(len(e["tk_ids"]) for e in part)}
 
 
-def _shard(path: Path, make) -> list[dict]:
-    """The examples cached in `path`, or make() them and save them there (resumable)."""
+def _shard(path: Path, make, rebuild=None, record: Path | None = None) -> tuple[list[dict], dict]:
+    """(the examples cached in `path`, how they got there): else rebuilt from their record of
+    token ids (rebuild(load_record(record)): one forward pass, no sampling), else make() them;
+    saved in the cache, and their ids in `record` where it has none (resumable either way)."""
+    t0 = time.time()
     if path.is_file():
         print(f"  reusing {path}", flush=True)
-        return torch.load(path)
-    examples = make()
-    torch.save(examples, path)
-    return examples
+        examples, how = torch.load(path), {}
+    elif record is not None and record.is_file():
+        print(f"  rebuilding {path.name} from {record}", flush=True)
+        examples, how = rebuild(load_record(record)), {"rebuilt_from_record_seconds": round(time.time() - t0, 1)}
+    else:
+        examples, how = make(), {"seconds": round(time.time() - t0, 1)}
+    if how:
+        torch.save(examples, path)
+    if record is not None and not record.is_file():
+        save_record(examples, record)
+    return examples, how
+
+
+def _asked(args) -> list[tuple[list[str], float, int]]:
+    """(prompts in asking order, temperature, seed) of every reply shard, in reply_shards order."""
+    asked = [(train_prompts(), t, 1000 * (j + 1)) for j, t in enumerate(args.temperatures)]
+    for r in range(MORE_ROUNDS):  # each round: every more_prompts() prompt answered afresh
+        more = more_prompts()
+        random.Random(5 + r).shuffle(more)  # a time cap keeps a varied subset, not the first topics
+        asked.append((more, MORE_T, 3000 + 1000 * r))
+    if args.wide_topics:  # many more distinct subjects, once each (README: the held-out topics are new ones)
+        wide = wide_prompts()
+        random.Random(9).shuffle(wide)
+        asked.append((wide, MORE_T, 9000))
+    return asked
 
 
 def make_data(args) -> None:
     """Teacher outputs into the cache directory, one file per shard; shards already there are
-    kept, so an interrupted or time-capped run is completed by running it again."""
+    kept, so an interrupted or time-capped run is completed by running it again. Reply shards
+    whose token ids are in the record (`--record`, demo_models/teacher_record.py) are rebuilt
+    from it; new ones are sampled and recorded there."""
     t0 = time.time()
     deadline = t0 + args.max_minutes * 60
     model, tok = load_teacher()
@@ -177,31 +236,22 @@ def make_data(args) -> None:
     log = json.loads(log_path.read_text()) if log_path.is_file() else {}
     if "runs" not in log:  # none yet, or one run's flat log
         log = {"runs": [{k: log[k] for k in ("command", "threads", "seconds")}] if "seconds" in log else []}
-    held = _shard(out / "heldout.pt", lambda: replies(model, tok, heldout_prompts()[:args.heldout], 0.7,
-                                                      args.batch, 99, deadline))
-    shards, files = {}, reply_files(args.temperatures, args.wide_topics)
-    for j, temp in enumerate(args.temperatures):
-        part = _shard(out / files[j], lambda t=temp, s=1000 * (j + 1): replies(
-            model, tok, train_prompts(), t, args.batch, s, deadline))
-        shards[f"T={temp}"] = _summary(part)
-    for r in range(MORE_ROUNDS):  # each round: every more_prompts() prompt answered afresh
-        more = more_prompts()
-        random.Random(5 + r).shuffle(more)  # a time cap keeps a varied subset, not the first topics
-        key = "more" if r == 0 else f"more, round {r + 1}"
-        part = _shard(out / files[len(args.temperatures) + r], lambda m=more, seed=3000 + 1000 * r: replies(
-            model, tok, m, MORE_T, args.batch, seed, deadline))
-        shards[f"{key}, T={MORE_T}"] = _summary(part, len(more))
-    if args.wide_topics:  # many more distinct subjects, once each (README: the held-out topics are new ones)
-        wide = wide_prompts()
-        random.Random(9).shuffle(wide)
-        part = _shard(out / files[-1], lambda: replies(model, tok, wide, MORE_T, args.batch, 9000, deadline))
-        shards[f"wide topics, T={MORE_T}"] = _summary(part, len(wide))
+    rebuild = lambda recorded: teacher_topk(model, recorded, args.batch)  # noqa: E731
+    held, _ = _shard(out / "heldout.pt", lambda: replies(model, tok, heldout_prompts()[:args.heldout], 0.7,
+                                                         args.batch, 99, deadline),
+                     rebuild, record_path("heldout.pt", args.record))
+    shards = {}
+    for (file, key), (asked, temp, seed) in zip(reply_shards(args.temperatures, args.wide_topics), _asked(args)):
+        part, how = _shard(out / file, lambda a=asked, t=temp, s=seed: replies(model, tok, a, t, args.batch, s, deadline),
+                           rebuild, record_path(file, args.record))
+        shards[key] = {**log.get("replies", {}).get(key, {}), **_summary(part, len(asked)), **how}
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
-    corpus = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
-                                                              args.batch, 7, deadline))
+    corpus, _ = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
+                                                                 args.batch, 7, deadline))
     log["runs"].append({"command": "python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
                         "threads": torch.get_num_threads(), "seconds": round(time.time() - t0, 1)})
-    log.update(top_k=TOP_K, max_new=MAX_NEW, heldout_examples=len(held), replies=shards,
+    log.update(top_k=TOP_K, max_new=MAX_NEW, heldout_examples=len(held),
+               replies={**log.get("replies", {}), **shards},  # shards made by earlier runs keep their lines
                corpus_windows=len(corpus), corpus_window_tokens=CORPUS_WINDOW,
                teacher_seconds=round(sum(r["seconds"] for r in log["runs"]), 1))
     log_path.write_text(json.dumps(log, indent=1) + "\n")
@@ -420,14 +470,18 @@ def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0
 
 def load_data(src: Path, temperatures: list[float], wide: bool = False) -> tuple[list[dict], list[dict], list[dict], dict]:
     """(replies, corpus windows, held-out replies, data log) from the teacher-output cache: the
-    reply shards the data stage names (reply_files), not every file in the cache, in file-name
-    order."""
-    missing = [f for f in reply_files(temperatures, wide) if not (src / f).is_file()]
+    reply shards the data stage names (reply_shards), not every file in the cache, in file-name
+    order. The log's `replies` lists exactly the shards loaded here (what the draft learns
+    from), whatever other shards the cache holds."""
+    shards = reply_shards(temperatures, wide)
+    missing = [f for f, _ in shards if not (src / f).is_file()]
     if missing:
         sys.exit(f"no teacher outputs {', '.join(missing)} in {src}: run the data stage first")
-    replies = [e for f in sorted(reply_files(temperatures, wide)) for e in torch.load(src / f)]
-    return (replies, torch.load(src / "corpus.pt"), torch.load(src / "heldout.pt"),
-            json.loads((src / "data_log.json").read_text()))
+    parts = {f: torch.load(src / f) for f, _ in sorted(shards)}
+    log = json.loads((src / "data_log.json").read_text())
+    log["replies"] = {key: {**log.get("replies", {}).get(key, {}), **_summary(parts[f])} for f, key in shards}
+    return ([e for part in parts.values() for e in part], torch.load(src / "corpus.pt"),
+            torch.load(src / "heldout.pt"), log)
 
 
 def train_draft(args) -> None:
@@ -510,6 +564,8 @@ def parse_args(argv=None):
     ap.add_argument("stage", choices=["data", "train", "calibrate"])
     ap.add_argument("--cache", help="teacher-output directory (default: <speclab cache>/smollm2-teacher)")
     ap.add_argument("--out", default=str(DRAFT_DIR))
+    ap.add_argument("--record", default=str(RECORD_DIR),
+                    help="data: the reply shards' token ids, rebuilt from when present, written when new")
     ap.add_argument("--corpus", nargs="+", default=["../shared/corpus/austen.txt",
                                                     "../shared/corpus/tinyshakespeare.txt"])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])

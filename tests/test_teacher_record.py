@@ -1,0 +1,96 @@
+"""The flagship teacher's record of sampled replies (demo_models/teacher_record.py) and the data
+stage's use of it: the ids round-trip, the top-K rebuilt from them by one forward pass is the one
+that sampling kept, and training logs exactly the shards it loaded. A tiny random Llama stands in
+for the teacher (the flagship is not needed)."""
+import json
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from demo_models import distill_smollm2 as distill
+from demo_models.teacher_record import load_record, record_path, save_record
+
+
+class CharTokenizer:
+    """Just what distill.replies() asks of a tokenizer: a chat template and ids for its text."""
+    pad_token_id, eos_token_id = 0, 2
+
+    def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+        return "<" + messages[0]["content"] + ">"
+
+    def __call__(self, text, add_special_tokens):
+        return {"input_ids": [3 + ord(c) % 37 for c in text]}
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, pad_token_id=0, eos_token_id=2)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_record_round_trips_ids_and_first(tmp_path):
+    examples = [{"ids": torch.tensor([5, 49151, 7]), "first": 1, "tk_ids": None},
+                {"ids": torch.tensor([9]), "first": 0}]
+    path = record_path("replies_T0.7.pt", tmp_path)
+    assert path.name == "replies_T0.7.npz"
+    save_record(examples, path)
+    back = load_record(path)
+    assert [e["ids"].tolist() for e in back] == [[5, 49151, 7], [9]] and [e["first"] for e in back] == [1, 0]
+    with pytest.raises(ValueError, match="uint16"):
+        save_record([{"ids": torch.tensor([70_000]), "first": 0}], tmp_path / "bad.npz")
+
+
+def test_rebuilt_topk_is_the_one_sampling_kept(teacher, monkeypatch):
+    monkeypatch.setattr(distill, "MAX_NEW", 12)
+    prompts = ["a", "a longer prompt", "mid length", "zz", "another one", "x"]  # left padding varies
+    sampled = distill.replies(teacher, CharTokenizer(), prompts, 0.7, batch=3, seed=1, deadline=float("inf"))
+    recorded = [{"ids": e["ids"], "first": e["first"]} for e in sampled]
+    rebuilt = distill.teacher_topk(teacher, recorded, batch=4)   # other batches, right padding
+    assert len(rebuilt) == len(sampled)
+    for s, r in zip(sampled, rebuilt):
+        assert torch.equal(s["ids"], r["ids"]) and s["first"] == r["first"]
+        assert r["tk_ids"].shape == s["tk_ids"].shape == (len(s["ids"]) - s["first"] - 1, distill.TOP_K)
+        assert torch.equal(s["tk_ids"], r["tk_ids"])
+        torch.testing.assert_close(s["tk_lp"].float(), r["tk_lp"].float(), atol=2e-3, rtol=0)
+
+
+def test_shard_rebuilds_from_its_record_and_records_new_ones(tmp_path):
+    made, rebuilt = [], []
+    example = {"ids": torch.tensor([1, 2, 3]), "first": 0, "tk_ids": torch.zeros(2, 1), "tk_lp": torch.zeros(2, 1)}
+
+    def make():
+        made.append(1)
+        return [example]
+
+    def rebuild(recorded):
+        rebuilt.append(recorded)
+        return [dict(recorded[0], tk_ids=torch.ones(2, 1), tk_lp=torch.ones(2, 1))]
+
+    record = tmp_path / "record" / "replies_T0.7.npz"
+    part, how = distill._shard(tmp_path / "a.pt", make, rebuild, record)     # nothing yet: sampled
+    assert made == [1] and record.is_file() and "seconds" in how
+    part, how = distill._shard(tmp_path / "b.pt", make, rebuild, record)     # no cache, a record
+    assert made == [1] and rebuilt[0][0]["ids"].tolist() == [1, 2, 3] and "rebuilt_from_record_seconds" in how
+    assert torch.equal(torch.load(tmp_path / "b.pt")[0]["tk_ids"], torch.ones(2, 1))
+    part, how = distill._shard(tmp_path / "b.pt", make, rebuild, record)     # cached: nothing new
+    assert how == {} and len(rebuilt) == 1 and made == [1]
+
+
+def test_training_logs_the_shards_it_loaded_not_the_last_data_run(tmp_path):
+    def shard(n):
+        return [{"ids": torch.tensor([1, 2, 3]), "first": 0, "tk_ids": torch.zeros(k, 1), "tk_lp": torch.zeros(k, 1)}
+                for k in range(1, n + 1)]
+    for f, _ in distill.reply_shards([0.7], wide=True):
+        torch.save(shard(2), tmp_path / f)
+    torch.save(shard(1), tmp_path / "corpus.pt")
+    torch.save(shard(1), tmp_path / "heldout.pt")
+    (tmp_path / "data_log.json").write_text(json.dumps({"replies": {
+        "T=0.7": {"prompts": 568, "seconds": 60.0},        # made earlier: kept, counts refreshed
+        "more, round 3, T=0.7": {"examples": 9}}}))       # in the cache's log, not loaded
+    replies, corpus, held, log = distill.load_data(tmp_path, [0.7], wide=True)
+    assert list(log["replies"]) == [key for _, key in distill.reply_shards([0.7], wide=True)]
+    assert log["replies"]["T=0.7"] == {"prompts": 568, "seconds": 60.0, "examples": 2, "tokens": 3}
+    assert len(replies) == 2 * len(log["replies"]) and len(corpus) == len(held) == 1
