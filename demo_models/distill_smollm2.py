@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from app.draft_vocab import DraftVocab
 from demo_models import HERE
 from demo_models.prompts import WIDE_TOPICS, heldout_prompts, more_prompts, train_prompts, wide_prompts
-from demo_models.teacher_record import RECORD_DIR, load_record, record_path, save_record
+from demo_models.teacher_record import RECORD_DIR, load_record, record_path, recorded_seconds, save_record
 
 DRAFT_DIR = HERE / "smollm2_draft"
 TOP_K = 32            # teacher log-probabilities kept per position
@@ -147,7 +147,8 @@ def teacher_topk(model, examples: list[dict], batch: int) -> list[dict]:
     """Recorded replies ({"ids" [L], "first"}: demo_models/teacher_record.py) with the teacher's
     top-K at their reply positions first .. L - 2 added, as replies() kept them from generate's
     logits, by one forward per batch of similar lengths instead of sampling again (right-padded,
-    masked). Same order as given. A reply of n tokens has n positions: L = first + 1 + n."""
+    masked; the output layer only at reply positions). Same order as given. A reply of n tokens
+    has n positions: L = first + 1 + n."""
     order = sorted(range(len(examples)), key=lambda i: len(examples[i]["ids"]))
     out: list[dict] = [{}] * len(examples)
     for j in range(0, len(order), batch):
@@ -157,10 +158,15 @@ def teacher_topk(model, examples: list[dict], batch: int) -> list[dict]:
         mask = torch.zeros_like(ids)
         for b, e in enumerate(rows):
             ids[b, :len(e["ids"])], mask[b, :len(e["ids"])] = e["ids"], 1
-        tk_ids, tk_lp = topk_of(model(input_ids=ids, attention_mask=mask).logits)  # [b, width, K]
-        for b, (i, e) in enumerate(zip(order[j:j + batch], rows)):
-            f, end = e["first"], len(e["ids"]) - 1
-            out[i] = {"ids": e["ids"], "first": f, "tk_ids": tk_ids[b, f:end].clone(), "tk_lp": tk_lp[b, f:end].clone()}
+        h = model.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, width, d]
+        spans = [(e["first"], len(e["ids"]) - 1) for e in rows]                  # reply positions
+        h = torch.cat([h[b, f:end] for b, (f, end) in enumerate(spans)])        # [n, d]: no prompt or pad
+        tk_ids, tk_lp = topk_of(model.lm_head(h))                               # [n, K]
+        at = 0
+        for i, e, (f, end) in zip(order[j:j + batch], rows, spans):
+            out[i] = {"ids": e["ids"], "first": f, "tk_ids": tk_ids[at:at + end - f].clone(),
+                      "tk_lp": tk_lp[at:at + end - f].clone()}
+            at += end - f
         print(f"  rebuilt {j + len(rows)}/{len(examples)} recorded replies", flush=True)
     return out
 
@@ -187,23 +193,27 @@ def _summary(part: list[dict], prompts: int | None = None) -> dict:
             "tokens": sum(len(e["tk_ids"]) for e in part)}
 
 
-def _shard(path: Path, make, rebuild=None, record: Path | None = None) -> tuple[list[dict], dict]:
-    """(the examples cached in `path`, how they got there): else rebuilt from their record of
-    token ids (rebuild(load_record(record)): one forward pass, no sampling), else make() them;
-    saved in the cache, and their ids in `record` where it has none (resumable either way)."""
+def _shard(path: Path, make, rebuild=None, record: Path | None = None,
+           seconds: float | None = None) -> tuple[list[dict], dict]:
+    """(the examples cached in `path`, how they got there: the seconds sampling them took, and
+    rebuilding them where they were rebuilt). Cached, else rebuilt from their record of token
+    ids (rebuild(load_record(record)): one forward pass, no sampling), else make() them; saved
+    in the cache, and their ids in `record` where it has none, with the sampling time
+    (`seconds`: the data log's, for a shard already cached). Resumable either way."""
     t0 = time.time()
     if path.is_file():
         print(f"  reusing {path}", flush=True)
         examples, how = torch.load(path), {}
     elif record is not None and record.is_file():
         print(f"  rebuilding {path.name} from {record}", flush=True)
-        examples, how = rebuild(load_record(record)), {"rebuilt_from_record_seconds": round(time.time() - t0, 1)}
+        examples = rebuild(load_record(record))
+        how = {"seconds": recorded_seconds(record), "rebuilt_from_record_seconds": round(time.time() - t0, 1)}
     else:
         examples, how = make(), {"seconds": round(time.time() - t0, 1)}
     if how:
         torch.save(examples, path)
     if record is not None and not record.is_file():
-        save_record(examples, record)
+        save_record(examples, record, how.get("seconds", seconds))
     return examples, how
 
 
@@ -242,9 +252,10 @@ def make_data(args) -> None:
                      rebuild, record_path("heldout.pt", args.record))
     shards = {}
     for (file, key), (asked, temp, seed) in zip(reply_shards(args.temperatures, args.wide_topics), _asked(args)):
+        before = log.get("replies", {}).get(key, {})
         part, how = _shard(out / file, lambda a=asked, t=temp, s=seed: replies(model, tok, a, t, args.batch, s, deadline),
-                           rebuild, record_path(file, args.record))
-        shards[key] = {**log.get("replies", {}).get(key, {}), **_summary(part, len(asked)), **how}
+                           rebuild, record_path(file, args.record), before.get("seconds"))
+        shards[key] = {**before, **_summary(part, len(asked)), **how}
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     corpus, _ = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
                                                                  args.batch, 7, deadline))

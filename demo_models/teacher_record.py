@@ -11,7 +11,8 @@ cache from this record in about a third of the time, and gets the same replies.
 
 File format: `ids` uint16 [sum of L] (every example's prompt + reply ids, concatenated; the
 vocabulary has 49,152 < 2^16 ids), `lengths` int32 [n] and `first` int32 [n] (the position whose
-output predicts the first reply token).
+output predicts the first reply token), `seconds` float64 [] (how long sampling them took,
+NaN where unknown: model cards quote it).
 """
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def record_path(shard_file: str, record_dir: Path = RECORD_DIR) -> Path:
     return Path(record_dir) / (Path(shard_file).stem + ".npz")
 
 
-def save_record(examples: list[dict], path: Path) -> None:
-    """Examples ({"ids": [L] ints, "first": int, ...}) -> one compressed .npz of their ids."""
+def save_record(examples: list[dict], path: Path, seconds: float | None = None) -> None:
+    """Examples ({"ids": [L] ints, "first": int, ...}) -> one compressed .npz of their ids, with
+    the seconds sampling them took where known."""
     ids = [np.asarray(e["ids"], dtype=np.int64) for e in examples]
     if any(len(a) and (a.min() < 0 or a.max() >= 2 ** 16) for a in ids):
         raise ValueError("token ids must fit in uint16 (0 .. 65535)")
@@ -39,7 +41,8 @@ def save_record(examples: list[dict], path: Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, ids=flat.astype(np.uint16),
                         lengths=np.array([len(a) for a in ids], dtype=np.int32),
-                        first=np.array([int(e["first"]) for e in examples], dtype=np.int32))
+                        first=np.array([int(e["first"]) for e in examples], dtype=np.int32),
+                        seconds=np.float64(np.nan if seconds is None else seconds))
 
 
 def load_record(path: Path) -> list[dict]:
@@ -49,3 +52,10 @@ def load_record(path: Path) -> list[dict]:
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else []
     return [{"ids": torch.from_numpy(flat[s:s + n].copy()), "first": int(f)}
             for s, n, f in zip(starts, lengths, first)]
+
+
+def recorded_seconds(path: Path) -> float | None:
+    """How long sampling a record's replies took, or None where it was not recorded."""
+    with np.load(path) as z:
+        s = float(z["seconds"]) if "seconds" in z.files else float("nan")
+    return None if np.isnan(s) else s

@@ -9,7 +9,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from demo_models import distill_smollm2 as distill
-from demo_models.teacher_record import load_record, record_path, save_record
+from demo_models.teacher_record import load_record, record_path, recorded_seconds, save_record
 
 
 class CharTokenizer:
@@ -38,6 +38,9 @@ def test_record_round_trips_ids_and_first(tmp_path):
     assert path.name == "replies_T0.7.npz"
     save_record(examples, path)
     back = load_record(path)
+    assert recorded_seconds(path) is None
+    save_record(examples, path, seconds=12.5)
+    assert recorded_seconds(path) == 12.5
     assert [e["ids"].tolist() for e in back] == [[5, 49151, 7], [9]] and [e["first"] for e in back] == [1, 0]
     with pytest.raises(ValueError, match="uint16"):
         save_record([{"ids": torch.tensor([70_000]), "first": 0}], tmp_path / "bad.npz")
@@ -71,12 +74,16 @@ def test_shard_rebuilds_from_its_record_and_records_new_ones(tmp_path):
 
     record = tmp_path / "record" / "replies_T0.7.npz"
     part, how = distill._shard(tmp_path / "a.pt", make, rebuild, record)     # nothing yet: sampled
-    assert made == [1] and record.is_file() and "seconds" in how
+    assert made == [1] and record.is_file() and recorded_seconds(record) == how["seconds"]
     part, how = distill._shard(tmp_path / "b.pt", make, rebuild, record)     # no cache, a record
-    assert made == [1] and rebuilt[0][0]["ids"].tolist() == [1, 2, 3] and "rebuilt_from_record_seconds" in how
+    assert made == [1] and rebuilt[0][0]["ids"].tolist() == [1, 2, 3]
+    assert set(how) == {"seconds", "rebuilt_from_record_seconds"} and how["seconds"] == recorded_seconds(record)
     assert torch.equal(torch.load(tmp_path / "b.pt")[0]["tk_ids"], torch.ones(2, 1))
     part, how = distill._shard(tmp_path / "b.pt", make, rebuild, record)     # cached: nothing new
     assert how == {} and len(rebuilt) == 1 and made == [1]
+    other = tmp_path / "record" / "replies_T1.0.npz"                         # cached, no record yet:
+    distill._shard(tmp_path / "b.pt", make, rebuild, other, seconds=99.0)   # the log's sampling time
+    assert recorded_seconds(other) == 99.0
 
 
 def test_training_logs_the_shards_it_loaded_not_the_last_data_run(tmp_path):
