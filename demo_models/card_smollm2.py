@@ -13,7 +13,7 @@ import json
 
 from demo_models import SMOLLM2_DRAFT_DIR
 from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
-from demo_models.prompts import heldout_prompts, more_prompts, train_prompts
+from demo_models.prompts import WIDE_TOPICS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json")
 SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft")  # speed-table column labels
@@ -50,13 +50,13 @@ target's view of the vocabulary. Stored in fp16 ({size_mb} MB with the tokenizer
 ## Data: the target's own outputs
 
 `python -m demo_models.distill_smollm2 data` ran the target once and cached what it said
-({teacher_minutes} min on {data_threads} CPU threads):
+({teacher_time}):
 
 - its replies, through its chat template, to instruction prompts (`demo_models/prompts.py`):
   {n_train_prompts} prompts (14 task templates × 40 topics + 8 free prompts) sampled at T = 0.7
   and T = 1, then {n_more_prompts} more (115 new topics × 20 templates, the first 40 topics under 6
   new templates, 50 everyday questions; shuffled, so a time cap keeps a varied subset) sampled at
-  T = 0.7, {more_rounds}: {reply_summary};
+  T = 0.7, {more_rounds}{wide}: {reply_summary};
 - {corpus_windows} windows of {corpus_window_tokens} tokens of the shared public-domain corpus
   (Austen, Shakespeare);
 - at every position, the top {top_k} of its next-token log-probabilities.
@@ -156,6 +156,31 @@ def _rounds(replies: dict) -> str:
     return f"{times} with new seeds (new replies to the same prompts{note})"
 
 
+def _teacher_time(data: dict) -> str:
+    """How long the teacher took: the reply shards' own sampling times where the data log has
+    every one (distill_smollm2._shard), and how long rebuilding them from their record of
+    token ids took (demo_models/teacher_record.py); else every data run's seconds added up."""
+    threads = f"{data['runs'][0]['threads']} CPU threads" if data.get("runs") else "the CPU"
+    shards = data["replies"].values()
+    if not all(v.get("seconds") for v in shards):
+        return f"{data['teacher_seconds'] / 60:.0f} min on {threads}"
+    text = f"sampling the replies took {sum(v['seconds'] for v in shards) / 60:.0f} min on {threads}"
+    rebuilt = [v["rebuilt_from_record_seconds"] for v in shards if "rebuilt_from_record_seconds" in v]
+    if rebuilt:
+        text += (f"; {len(rebuilt)} of the {len(shards)} shards were rebuilt from their record of token ids"
+                 f" (`demo_models/smollm2_replies/`) in {sum(rebuilt) / 60:.0f} min, a forward pass instead of sampling")
+    return text
+
+
+def _wide(replies: dict) -> str:
+    """The wide-topics shard's clause (distill_smollm2 --wide-topics), where the draft saw it."""
+    wide = next((v for k, v in replies.items() if k.startswith("wide topics")), None)
+    if wide is None:
+        return ""
+    return (f", then {wide.get('prompts', len(wide_prompts())):,} more ({len(WIDE_TOPICS)} further topics × 5 of the"
+            " 20 templates, once each) sampled at T = 0.7")
+
+
 def values(train: dict, evs: list[dict | None]) -> dict:
     cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
     data = train["data"]
@@ -166,7 +191,7 @@ def values(train: dict, evs: list[dict | None]) -> dict:
         "params": f"{train['parameters']:,}", "hidden": cfg["hidden_size"], "size_mb": f"{size / 1e6:.1f}",
         "arch": (f"{cfg['num_hidden_layers']} layers × {cfg['hidden_size']} hidden, {cfg['num_attention_heads']} "
                  f"heads of {cfg['head_dim']}, SwiGLU MLP {cfg['intermediate_size']}, {cfg['vocab_size']:,} embedding rows"),
-        "teacher_minutes": f"{data['teacher_seconds'] / 60:.0f}", "data_threads": data["runs"][0]["threads"],
+        "teacher_time": _teacher_time(data), "wide": _wide(data["replies"]),
         "heldout_choice": HELDOUT_FOR_TRAINING, "heldout_eval": len(heldout_prompts()) - HELDOUT_FOR_TRAINING,
         "n_train_prompts": len(train_prompts()), "n_more_prompts": f"{len(more_prompts()):,}",
         "kept": f"{len(cfg.get('draft_vocab_ids', [])):,}",

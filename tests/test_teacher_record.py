@@ -101,3 +101,18 @@ def test_training_logs_the_shards_it_loaded_not_the_last_data_run(tmp_path):
     assert list(log["replies"]) == [key for _, key in distill.reply_shards([0.7], wide=True)]
     assert log["replies"]["T=0.7"] == {"prompts": 568, "seconds": 60.0, "examples": 2, "tokens": 3}
     assert len(replies) == 2 * len(log["replies"]) and len(corpus) == len(held) == 1
+
+
+def test_model_card_quotes_sampling_and_rebuild_times():
+    from demo_models import card_smollm2
+    log = {"runs": [{"threads": 2, "seconds": 50.0}], "teacher_seconds": 6000.0,
+           "replies": {"T=0.7": {"examples": 5, "tokens": 9, "seconds": 600.0},
+                       "wide topics, T=0.7": {"examples": 5, "prompts": 2255, "tokens": 9, "seconds": 1200.0,
+                                              "rebuilt_from_record_seconds": 300.0}}}
+    text = card_smollm2._teacher_time(log)
+    assert text.startswith("sampling the replies took 30 min on 2 CPU threads") and "1 of the 2 shards" in text
+    assert "in 5 min" in text
+    assert "2,255 more (451 further topics" in card_smollm2._wide(log["replies"])
+    del log["replies"]["T=0.7"]["seconds"]        # a shard made before shards logged their time
+    assert card_smollm2._teacher_time(log) == "100 min on 2 CPU threads"
+    assert card_smollm2._wide({"T=0.7": {}}) == ""
