@@ -251,7 +251,8 @@ def make_data(args) -> None:
                                                          args.batch, 99, deadline),
                      rebuild, record_path("heldout.pt", args.record))
     shards = {}
-    for (file, key), (asked, temp, seed) in zip(reply_shards(args.temperatures, args.wide_topics), _asked(args)):
+    for (file, key), (asked, temp, seed) in zip(reply_shards(args.temperatures, args.wide_topics), _asked(args),
+                                                    strict=True):
         before = log.get("replies", {}).get(key, {})
         part, how = _shard(out / file, lambda a=asked, t=temp, s=seed: replies(model, tok, a, t, args.batch, s, deadline),
                            rebuild, record_path(file, args.record), before.get("seconds"))

@@ -1,13 +1,13 @@
 """The flagship teacher's sampled replies as token ids, kept in the repository
 (demo_models/smollm2_replies/, one .npz per reply shard of demo_models/distill_smollm2).
 
-Sampling the replies is the slow part of the draft's data: 143 reply tokens/s from the target
-on the 2-core dev CPU at batch 24-64 (measured 2026-12-01), about 110 minutes for the whole
-set. What training learns from, the teacher's top-K log-probabilities at every reply
-position, is ~60x larger than the ids (K = 32 ids and log-probs per token) and is not kept:
-distill_smollm2.teacher_topk recomputes it from the ids with one batched forward, 452
-tokens/s on the same CPU (prompt tokens included). So a fresh machine rebuilds the teacher
-cache from this record in about a third of the time, and gets the same replies.
+Sampling the replies is the slow part of the draft's data: 115 reply tokens/s from the target
+on the 2-core dev CPU at batch 24, 136 minutes for the whole set (measured 2026-12-01). What
+training learns from, the teacher's top-K log-probabilities at every reply position, is not
+kept: the T = 0.7 shard's cache file is 12.3 MB against its record's 74 kB.
+distill_smollm2.teacher_topk recomputes it from the ids with one batched forward, 481 tokens/s
+on the same CPU (prompt tokens included; 349 reply positions/s), so a fresh machine rebuilds the
+teacher cache from this record in about a third of the time, and gets the same replies.
 
 File format: `ids` uint16 [sum of L] (every example's prompt + reply ids, concatenated; the
 vocabulary has 49,152 < 2^16 ids), `lengths` int32 [n] and `first` int32 [n] (the position whose
