@@ -199,18 +199,22 @@ def _shard(path: Path, make, rebuild=None, record: Path | None = None,
     rebuilding them where they were rebuilt). Cached, else rebuilt from their record of token
     ids (rebuild(load_record(record)): one forward pass, no sampling), else make() them; saved
     in the cache, and their ids in `record` where it has none, with the sampling time
-    (`seconds`: the data log's, for a shard already cached). Resumable either way."""
+    (`seconds`: the data log's, for a shard already cached; where a cache has lost its log, the
+    record's). Resumable either way."""
     t0 = time.time()
-    if path.is_file():
+    cached = path.is_file()
+    if cached:
         print(f"  reusing {path}", flush=True)
         examples, how = torch.load(path), {}
+        if seconds is None and record is not None and record.is_file():
+            how = {"seconds": recorded_seconds(record)}
     elif record is not None and record.is_file():
         print(f"  rebuilding {path.name} from {record}", flush=True)
         examples = rebuild(load_record(record))
         how = {"seconds": recorded_seconds(record), "rebuilt_from_record_seconds": round(time.time() - t0, 1)}
     else:
         examples, how = make(), {"seconds": round(time.time() - t0, 1)}
-    if how:
+    if not cached:
         torch.save(examples, path)
     if record is not None and not record.is_file():
         save_record(examples, record, how.get("seconds", seconds))

@@ -79,8 +79,10 @@ def test_shard_rebuilds_from_its_record_and_records_new_ones(tmp_path):
     assert made == [1] and rebuilt[0][0]["ids"].tolist() == [1, 2, 3]
     assert set(how) == {"seconds", "rebuilt_from_record_seconds"} and how["seconds"] == recorded_seconds(record)
     assert torch.equal(torch.load(tmp_path / "b.pt")[0]["tk_ids"], torch.ones(2, 1))
-    part, how = distill._shard(tmp_path / "b.pt", make, rebuild, record)     # cached: nothing new
+    part, how = distill._shard(tmp_path / "b.pt", make, rebuild, record, seconds=5.0)  # cached: nothing new
     assert how == {} and len(rebuilt) == 1 and made == [1]
+    part, how = distill._shard(tmp_path / "b.pt", make, rebuild, record)     # cached, its log lost:
+    assert how == {"seconds": recorded_seconds(record)} and len(rebuilt) == 1  # the record's time
     other = tmp_path / "record" / "replies_T1.0.npz"                         # cached, no record yet:
     distill._shard(tmp_path / "b.pt", make, rebuild, other, seconds=99.0)   # the log's sampling time
     assert recorded_seconds(other) == 99.0
