@@ -8,11 +8,11 @@
 Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
-     MORE_ROUNDS times with new seeds (what the shipped draft saw; two more rounds, cut short
-     by a time cap, did not make a better draft: README); with --wide-topics also
-     wide_prompts() at T = 0.7 (451 more topics, once each: a better draft, README, not yet
-     shipped); at every generated position the
-     top-K of its log-distribution is kept.
+     MORE_ROUNDS times with new seeds (two more rounds, cut short by a time cap, did not make
+     a better draft: README), then wide_prompts() at T = 0.7 (451 more topics, once each: the
+     largest step in alpha of the routes tried; --no-wide-topics leaves them out, the previous
+     draft's recipe). The shipped draft saw all of it. At every generated position the top-K
+     of the target's log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
      stopped by its time cap saves what it made, and a rerun makes only the missing shards.
@@ -585,8 +585,9 @@ def parse_args(argv=None):
     ap.add_argument("--corpus", nargs="+", default=["../shared/corpus/austen.txt",
                                                     "../shared/corpus/tinyshakespeare.txt"])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
-    ap.add_argument("--wide-topics", action="store_true",
-                    help=f"data: also answer wide_prompts() ({len(WIDE_TOPICS)} more topics); train: also learn from them")
+    ap.add_argument("--wide-topics", action=argparse.BooleanOptionalAction, default=True,
+                    help=f"data: also answer wide_prompts() ({len(WIDE_TOPICS)} more topics); train: also learn "
+                    "from them (the shipped draft's recipe; --no-wide-topics: the previous draft's)")
     ap.add_argument("--heldout", type=int, default=HELDOUT_FOR_TRAINING,
                     help="held-out prompts answered for the log and the checkpoint choice")
     ap.add_argument("--corpus-windows", type=int, default=1536)

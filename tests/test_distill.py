@@ -1,5 +1,6 @@
 """The flagship draft's distillation pieces on made-up teacher outputs (no flagship needed): the
 kept vocabulary, the draft built over it, and the loss / acceptance bound it is trained on."""
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -168,5 +169,21 @@ def test_wide_prompts_use_every_template_about_equally_and_add_one_shard():
     uses = Counter(next(i for i, task in enumerate(tasks) if task.format(t=topic) == p)
                    for p, topic in zip(wide, [t for t in prompts.WIDE_TOPICS for _ in range(5)]))
     assert set(uses) == set(range(len(tasks))) and max(uses.values()) - min(uses.values()) <= 1
-    shipped = distill.reply_files([0.7, 1.0])
-    assert distill.reply_files([0.7, 1.0], wide=True) == shipped + ["replies_wide_T0.7.pt"]
+    previous = distill.reply_files([0.7, 1.0])
+    assert distill.reply_files([0.7, 1.0], wide=True) == previous + ["replies_wide_T0.7.pt"]
+    assert distill.parse_args(["data"]).wide_topics and not distill.parse_args(["data", "--no-wide-topics"]).wide_topics
+
+
+def test_shipped_draft_learned_from_the_shards_the_default_recipe_makes():
+    """The shipped draft's train log lists the reply shards `distill_smollm2 data` makes by
+    default, with the reply-token counts the record in demo_models/smollm2_replies/ holds: the
+    recipe in the docstring and README is the one that made the files."""
+    from demo_models.teacher_record import load_record, record_path
+    log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())["data"]
+    args = distill.parse_args(["data"])
+    shards = distill.reply_shards(args.temperatures, args.wide_topics)
+    assert list(log["replies"]) == [key for _, key in shards]
+    for file, key in shards:
+        recorded = load_record(record_path(file, args.record))
+        reply_tokens = sum(len(e["ids"]) - 1 - e["first"] for e in recorded)  # `first` predicts the first one
+        assert log["replies"][key]["tokens"] == reply_tokens, key
