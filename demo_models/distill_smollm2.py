@@ -202,13 +202,13 @@ def _shard(path: Path, make, rebuild=None, record: Path | None = None,
     (`seconds`: the data log's, for a shard already cached; where a cache has lost its log, the
     record's). Resumable either way."""
     t0 = time.time()
-    cached = path.is_file()
+    cached, recorded = path.is_file(), record is not None and record.is_file()
     if cached:
         print(f"  reusing {path}", flush=True)
         examples, how = torch.load(path), {}
-        if seconds is None and record is not None and record.is_file():
+        if seconds is None and recorded:
             how = {"seconds": recorded_seconds(record)}
-    elif record is not None and record.is_file():
+    elif recorded:
         print(f"  rebuilding {path.name} from {record}", flush=True)
         examples = rebuild(load_record(record))
         how = {"seconds": recorded_seconds(record), "rebuilt_from_record_seconds": round(time.time() - t0, 1)}
@@ -216,7 +216,7 @@ def _shard(path: Path, make, rebuild=None, record: Path | None = None,
         examples, how = make(), {"seconds": round(time.time() - t0, 1)}
     if not cached:
         torch.save(examples, path)
-    if record is not None and not record.is_file():
+    if record is not None and not recorded:
         save_record(examples, record, how.get("seconds", seconds))
     return examples, how
 
