@@ -10,8 +10,9 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
      MORE_ROUNDS times with new seeds (two more rounds, cut short by a time cap, did not make
      a better draft: README), then wide_prompts() at T = 0.7 (451 more topics, once each: the
-     largest step in alpha of the routes tried; --no-wide-topics leaves them out, the previous
-     draft's recipe). The shipped draft saw all of it. At every generated position the top-K
+     largest step in alpha of the routes tried; --wide-rounds 0 leaves them out, the previous
+     draft's recipe; --wide-rounds 2 adds wide_prompts(1), 639 further topics x 3 templates, not
+     yet sampled or tried). The shipped draft saw all of it except wide round 2. At every generated position the top-K
      of the target's log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
@@ -45,7 +46,7 @@ import torch.nn.functional as F
 
 from app.draft_vocab import DraftVocab
 from demo_models import HERE
-from demo_models.prompts import WIDE_TOPICS, heldout_prompts, more_prompts, train_prompts, wide_prompts
+from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 from demo_models.teacher_record import RECORD_DIR, load_record, record_path, recorded_seconds, save_record
 
 DRAFT_DIR = HERE / "smollm2_draft"
@@ -171,17 +172,18 @@ def teacher_topk(model, examples: list[dict], batch: int) -> list[dict]:
     return out
 
 
-def reply_shards(temperatures: list[float], wide: bool = False) -> list[tuple[str, str]]:
+def reply_shards(temperatures: list[float], wide: int = 0) -> list[tuple[str, str]]:
     """(file name in the cache, name in the data log) of every reply shard: one per temperature
-    over train_prompts(), then one per MORE_ROUNDS round over more_prompts(), then
-    (`--wide-topics`) one over wide_prompts(). The data stage writes them, training reads them."""
+    over train_prompts(), then one per MORE_ROUNDS round over more_prompts(), then one per wide
+    round (`--wide-rounds`) over wide_prompts(r). The data stage writes them, training reads them."""
     more = [(f"replies_more{'' if r == 0 else r + 1}_T{MORE_T}.pt", ("more" if r == 0 else f"more, round {r + 1}")
              + f", T={MORE_T}") for r in range(MORE_ROUNDS)]
     return ([(f"replies_T{t}.pt", f"T={t}") for t in temperatures] + more
-            + ([(f"replies_wide_T{MORE_T}.pt", f"wide topics, T={MORE_T}")] if wide else []))
+            + [(f"replies_wide{'' if r == 0 else r + 1}_T{MORE_T}.pt",
+                f"wide topics, {'' if r == 0 else f'round {r + 1}, '}T={MORE_T}") for r in range(wide)])
 
 
-def reply_files(temperatures: list[float], wide: bool = False) -> list[str]:
+def reply_files(temperatures: list[float], wide: int = 0) -> list[str]:
     """The reply shards' file names in the cache (reply_shards)."""
     return [f for f, _ in reply_shards(temperatures, wide)]
 
@@ -228,10 +230,10 @@ def _asked(args) -> list[tuple[list[str], float, int]]:
         more = more_prompts()
         random.Random(5 + r).shuffle(more)  # a time cap keeps a varied subset, not the first topics
         asked.append((more, MORE_T, 3000 + 1000 * r))
-    if args.wide_topics:  # many more distinct subjects, once each (README: the held-out topics are new ones)
-        wide = wide_prompts()
-        random.Random(9).shuffle(wide)
-        asked.append((wide, MORE_T, 9000))
+    for r in range(args.wide_rounds):  # many more distinct subjects, once each (README: distinct topics help most)
+        wide = wide_prompts(r)
+        random.Random(9 + r).shuffle(wide)
+        asked.append((wide, MORE_T, 9000 + 1000 * r))
     return asked
 
 
@@ -255,7 +257,7 @@ def make_data(args) -> None:
                                                          args.batch, 99, deadline),
                      rebuild, record_path("heldout.pt", args.record))
     shards = {}
-    for (file, key), (asked, temp, seed) in zip(reply_shards(args.temperatures, args.wide_topics), _asked(args),
+    for (file, key), (asked, temp, seed) in zip(reply_shards(args.temperatures, args.wide_rounds), _asked(args),
                                                     strict=True):
         before = log.get("replies", {}).get(key, {})
         part, how = _shard(out / file, lambda a=asked, t=temp, s=seed: replies(model, tok, a, t, args.batch, s, deadline),
@@ -484,7 +486,7 @@ def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0
     return loss.detach(), alpha.detach()
 
 
-def load_data(src: Path, temperatures: list[float], wide: bool = False) -> tuple[list[dict], list[dict], list[dict], dict]:
+def load_data(src: Path, temperatures: list[float], wide: int = 0) -> tuple[list[dict], list[dict], list[dict], dict]:
     """(replies, corpus windows, held-out replies, data log) from the teacher-output cache: the
     reply shards the data stage names (reply_shards), not every file in the cache, in file-name
     order. The log's `replies` lists exactly the shards loaded here (what the draft learns
@@ -504,7 +506,7 @@ def train_draft(args) -> None:
     """Distil the draft (time-capped) and save the checkpoint with the best held-out alpha."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    data, corpus, held, data_log = load_data(cache_dir(args.cache), args.temperatures, args.wide_topics)
+    data, corpus, held, data_log = load_data(cache_dir(args.cache), args.temperatures, args.wide_rounds)
     draft, tok, before = start_draft(args, data + corpus)
     pad, vocab = tok.pad_token_id, DraftVocab.of(draft)
     coverage = kept_coverage(vocab, held)
@@ -585,9 +587,14 @@ def parse_args(argv=None):
     ap.add_argument("--corpus", nargs="+", default=["../shared/corpus/austen.txt",
                                                     "../shared/corpus/tinyshakespeare.txt"])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
-    ap.add_argument("--wide-topics", action=argparse.BooleanOptionalAction, default=True,
-                    help=f"data: also answer wide_prompts() ({len(WIDE_TOPICS)} more topics); train: also learn "
-                    "from them (the shipped draft's recipe; --no-wide-topics: the previous draft's)")
+    ap.add_argument("--wide-rounds", type=int, choices=range(len(WIDE_LISTS) + 1), default=1,
+                    help="data: also answer wide_prompts(r) for the first N WIDE_LISTS "
+                    f"({', '.join(str(len(t)) for t, _ in WIDE_LISTS)} more topics); train: also learn from them "
+                    "(1: the shipped draft's recipe; 0: the previous draft's)")
+    ap.add_argument("--wide-topics", dest="wide_rounds", action="store_const", const=1,
+                    help="the same as --wide-rounds 1 (the name the shipped draft's train log records)")
+    ap.add_argument("--no-wide-topics", dest="wide_rounds", action="store_const", const=0,
+                    help="the same as --wide-rounds 0")
     ap.add_argument("--heldout", type=int, default=HELDOUT_FOR_TRAINING,
                     help="held-out prompts answered for the log and the checkpoint choice")
     ap.add_argument("--corpus-windows", type=int, default=1536)

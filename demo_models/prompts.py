@@ -187,10 +187,116 @@ WIDE_TOPICS = [  # the third kind of teacher data (wide_prompts): many topics, f
 ]
 
 
-def wide_prompts() -> list[str]:
-    """The third round of teacher prompts: each WIDE_TOPICS topic under five of the TASKS +
+WIDE_TOPICS_2 = [  # the fourth kind of teacher data (wide_prompts(1)): more new topics, fewer tasks each
+    "Iceland", "Japan's islands", "the Alps", "the Andes", "the Amazon river", "the Mississippi",
+    "the Mediterranean Sea", "the Dead Sea", "the Grand Canyon", "Mount Everest",
+    "the Great Barrier Reef", "the Atlantic Ocean", "coastlines", "hot springs", "sand dunes",
+    "oases", "jungles", "wetlands", "tundra", "savannas", "valleys", "hills", "cliffs",
+    "peninsulas", "deltas", "fjords", "bays", "reefs", "marshes", "Paris", "London", "New York",
+    "Tokyo", "Rome", "Cairo", "Mumbai", "Sydney", "Rio de Janeiro", "Istanbul", "Venice",
+    "Amsterdam", "Mexico City", "Beijing", "Nairobi", "small towns", "villages", "cities at night",
+    "suburbs", "capital cities", "Canada", "Brazil", "India", "China", "Egypt", "Kenya",
+    "Australia", "Norway", "Italy", "Peru", "quartz", "marble", "granite", "limestone", "clay",
+    "glass", "plastic", "rubber", "cotton", "wool", "silk", "leather", "steel", "aluminium",
+    "silver", "platinum", "concrete", "bricks", "wood", "paper mills", "hammers", "screwdrivers",
+    "nails", "glue", "tape", "ladders", "wheelbarrows", "shovels", "rakes", "lawn mowers",
+    "toolboxes", "saws", "drills", "locks", "keys", "door bells", "windows", "doors", "stairs",
+    "roofs", "chimneys", "fences", "gates", "mailboxes", "sofas", "beds", "pillows", "blankets",
+    "curtains", "carpets", "lamps", "alarm clocks", "refrigerators", "ovens", "microwaves",
+    "toasters", "kettles", "dishwashers", "washing machines", "vacuum cleaners", "irons",
+    "air conditioners", "heaters", "thermostats", "backpacks", "wallets", "watches", "glasses",
+    "gloves", "scarves", "socks", "jackets", "raincoats", "boots", "sneakers", "uniforms",
+    "pyjamas", "jewellery", "rings", "necklaces", "perfume", "soap", "toothpaste", "shampoo",
+    "towels", "combs", "haircuts", "plumbing", "electricians", "mechanics", "bakers", "butchers",
+    "fishermen", "librarians", "judges", "journalists", "photographers", "musicians", "actors",
+    "dancers", "writers", "poets", "painters", "designers", "programmers", "accountants",
+    "bankers", "shopkeepers", "waiters", "cleaners", "gardeners", "bus drivers", "taxi drivers",
+    "train drivers", "sailors", "soldiers", "lifeguards", "paramedics", "dentists", "pharmacists",
+    "surgeons", "midwives", "psychologists", "social workers", "translators", "tour guides",
+    "principals", "inventors", "entrepreneurs", "managers", "receptionists", "security guards",
+    "miners", "builders", "welders", "tailors", "florists", "libraries in villages", "bakeries",
+    "pharmacies", "post offices", "bus stations", "train stations", "petrol stations", "car parks",
+    "shopping malls", "supermarkets", "bookshops", "cafes", "fire stations", "police stations",
+    "town halls", "courthouses", "prisons", "churches", "mosques", "lighthouses at night",
+    "windmills", "castles in Scotland", "palaces", "towers", "monuments", "statues", "fountains",
+    "squares", "the wheel", "the compass", "the steam engine", "the telescope's invention",
+    "the light bulb's invention", "the telegraph", "the radio's invention",
+    "the aeroplane's invention", "the car's invention", "penicillin", "antibiotics", "anaesthesia",
+    "X-rays", "the microscope's invention", "the clock's invention", "writing systems",
+    "paper money", "the plough", "irrigation", "ancient China", "ancient India", "Mesopotamia",
+    "the Persian Empire", "the Ottoman Empire", "the Mongol Empire", "the British Empire",
+    "the Incas", "the Celts", "the Normans", "the Middle Ages", "the Age of Exploration",
+    "the Enlightenment", "the American Revolution", "the abolition of slavery", "the suffragettes",
+    "the Great Depression", "World War Two", "the fall of the Berlin Wall", "the space race",
+    "Leonardo da Vinci", "Isaac Newton", "Charles Darwin", "Galileo", "Shakespeare", "Mozart",
+    "Beethoven", "Ada Lovelace", "Nikola Tesla", "Thomas Edison", "Florence Nightingale",
+    "Nelson Mandela", "Mahatma Gandhi", "Cleopatra", "Julius Caesar", "Napoleon", "Queen Victoria",
+    "Abraham Lincoln", "Martin Luther King", "Amelia Earhart", "fairness", "justice", "freedom",
+    "responsibility", "respect", "trust", "loyalty", "forgiveness", "generosity", "humility",
+    "confidence", "shyness", "jealousy", "boredom", "excitement", "surprise", "sadness", "joy",
+    "hope", "nostalgia", "homesickness", "good manners", "apologising", "sharing",
+    "making friends", "arguments", "compromise", "leadership", "peer pressure", "listening",
+    "reading aloud", "note taking", "revision", "exams", "homework", "school uniforms",
+    "school trips", "science fairs", "spelling bees", "lunch breaks", "recess", "graduation",
+    "scholarships", "online courses", "tutoring", "study groups", "asking questions",
+    "critical thinking", "addition", "subtraction", "multiplication", "division", "percentages",
+    "decimals", "negative numbers", "equations", "algebra", "graphs", "probability", "averages",
+    "shapes", "triangles", "circles", "angles", "symmetry", "patterns", "infinity", "pi",
+    "atoms and molecules", "chemical reactions", "acids and bases", "metals", "gases", "liquids",
+    "solids", "melting", "boiling", "evaporation", "condensation", "oxygen", "carbon dioxide",
+    "hydrogen", "nitrogen", "rust", "fire extinguishers", "explosions", "fireflies",
+    "electric motors", "generators", "transformers", "wires", "switches", "fuses", "plugs",
+    "sockets", "solar cells", "hydroelectric power", "geothermal energy", "tidal power",
+    "biofuels", "energy saving", "insulation", "heat pumps", "electric bills", "power cuts",
+    "smart meters", "charging stations", "the internet of things", "smart speakers",
+    "virtual reality", "augmented reality", "drones", "self-driving cars", "chatbots",
+    "cybersecurity", "hackers", "computer chips", "memory cards", "hard drives",
+    "operating systems", "apps", "software updates", "bugs in software", "open source software",
+    "coding for kids", "GPS", "barcodes", "QR codes", "touch screens", "cameras in phones",
+    "emoji", "text messages", "online games", "streaming music", "streaming films", "e-books",
+    "digital art", "blogs", "vlogs", "influencers", "memes", "online reviews", "fake news",
+    "privacy", "screen time", "marathons", "the Tour de France", "Formula One", "ice hockey",
+    "figure skating", "snowboarding", "badminton", "table tennis", "archery", "fencing", "rowing",
+    "sailing races", "diving", "triathlons", "chess tournaments", "the Paralympics",
+    "sports injuries", "warming up", "team captains", "crickets", "grasshoppers", "beetles",
+    "moths", "wasps", "fleas", "mosquitoes", "termites", "centipedes", "scorpions", "tortoises",
+    "geese", "ducks", "pigeons", "sparrows", "robins", "peacocks", "ostriches", "vultures",
+    "woodpeckers", "pelicans", "puffins", "albatrosses", "seagulls", "otters", "beavers",
+    "badgers", "hedgehogs", "raccoons", "skunks", "hamsters", "guinea pigs", "ferrets", "llamas",
+    "alpacas", "donkeys", "buffalo", "bison", "elk", "reindeer", "polar bears", "walruses",
+    "sea lions", "manatees", "narwhals", "orcas", "starfish", "sea horses", "clownfish",
+    "goldfish", "eels", "lobsters", "shrimp", "squid", "oysters", "chameleons", "iguanas", "toads",
+    "salamanders", "sloths", "anteaters", "armadillos", "hyenas", "meerkats", "lemurs",
+    "orangutans", "chimpanzees", "oak trees", "pine trees", "palm trees", "maple syrup", "tulips",
+    "daisies", "lilies", "orchids", "lavender", "mint", "basil", "ferns", "ivy", "weeds", "grass",
+    "hedges", "vines", "pumpkins", "cucumbers", "onions", "garlic", "lettuce", "spinach",
+    "broccoli", "peppers", "corn", "wheat", "oats", "barley", "grapes", "lemons", "limes",
+    "cherries", "peaches", "pears", "plums", "mangoes", "pineapples", "coconuts", "blueberries",
+    "raspberries", "kiwis", "avocados", "olives", "dates", "figs", "pomegranates", "melons",
+    "pancakes", "waffles", "porridge", "omelettes", "toast", "jam", "butter", "honey on toast",
+    "peanut butter", "pasta sauces", "dumplings", "burgers", "hot dogs", "fries", "fish and chips",
+    "roast dinners", "stews", "pies", "barbecues", "smoothies", "lemonade", "hot chocolate",
+    "juice", "popcorn", "crisps", "chewing gum", "sweets", "muffins", "doughnuts",
+    "birthday cakes", "cooking with children", "baking bread at home", "table manners",
+    "dinner parties", "vegetarian food", "street food", "food markets", "leftovers",
+    "meal planning", "food waste", "stars", "galaxies", "nebulae", "meteor showers", "eclipses",
+    "the planets", "Mercury", "Neptune", "Uranus", "Pluto", "exoplanets",
+    "the International Space Station", "spacesuits", "rocket launches", "moon rocks",
+    "space telescopes", "the northern lights", "light years", "the solar system", "rain",
+    "drizzle", "thunder", "storms at sea", "snowflakes", "frost", "icicles", "heatwaves",
+    "monsoons", "climate zones", "weather forecasts", "barometers", "wind speed", "humidity",
+    "the ozone layer", "seasons in the tropics", "the night sky", "the horizon",
+]
+
+WIDE_LISTS = [(WIDE_TOPICS, 5), (WIDE_TOPICS_2, 3)]  # (topics, templates per topic) of each wide round
+
+
+def wide_prompts(r: int = 0) -> list[str]:
+    """Wide round r's teacher prompts: each topic of WIDE_LISTS[r] under a few of the TASKS +
     MORE_TASKS templates (rotating, so every template is used about equally), to show the draft
-    many more distinct subjects than the earlier rounds; disjoint from the held-out topics."""
+    many more distinct subjects than the earlier rounds; disjoint from the held-out topics.
+    Round 0 (WIDE_TOPICS, 5 templates each) made the shipped draft's third kind of data."""
     tasks = TASKS + MORE_TASKS
-    return [tasks[(5 * i + j) % len(tasks)].format(t=topic)
-            for i, topic in enumerate(WIDE_TOPICS) for j in range(5)]
+    topics, per = WIDE_LISTS[r]
+    return [tasks[(per * i + j) % len(tasks)].format(t=topic)
+            for i, topic in enumerate(topics) for j in range(per)]

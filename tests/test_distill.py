@@ -148,30 +148,36 @@ def test_a_draft_sliced_from_every_target_layer_computes_the_targets_logits():
 
 def test_no_training_topic_names_a_held_out_topic():
     """The draft is evaluated on questions about subjects it never saw the target answer: no
-    training topic list (train, more, wide) names a held-out topic as a whole word, and no
+    training topic list (train, more, every wide round) names a held-out topic as a whole word, and no
     training prompt is a held-out prompt."""
     import re
     from demo_models import prompts
-    topics = prompts.TRAIN_TOPICS + prompts.MORE_TOPICS + prompts.WIDE_TOPICS
+    topics = prompts.TRAIN_TOPICS + prompts.MORE_TOPICS + [t for topics, _ in prompts.WIDE_LISTS for t in topics]
     for held in prompts.HELDOUT_TOPICS:
         word = re.compile(rf"\b{re.escape(held)}\b", re.I)
         assert not [t for t in topics if word.search(t)], held
-    train = prompts.train_prompts() + prompts.more_prompts() + prompts.wide_prompts()
+    assert len({t.lower() for t in topics}) == len(topics)  # each list adds only new subjects
+    train = prompts.train_prompts() + prompts.more_prompts() + [p for r in range(len(prompts.WIDE_LISTS))
+                                                                for p in prompts.wide_prompts(r)]
     assert len(set(train)) == len(train) and not set(train) & set(prompts.heldout_prompts())
 
 
-def test_wide_prompts_use_every_template_about_equally_and_add_one_shard():
+def test_wide_prompts_use_every_template_about_equally_and_each_round_adds_one_shard():
     from collections import Counter
     from demo_models import prompts
     tasks = prompts.TASKS + prompts.MORE_TASKS
-    wide = prompts.wide_prompts()
-    assert len(wide) == 5 * len(prompts.WIDE_TOPICS)
-    uses = Counter(next(i for i, task in enumerate(tasks) if task.format(t=topic) == p)
-                   for p, topic in zip(wide, [t for t in prompts.WIDE_TOPICS for _ in range(5)]))
-    assert set(uses) == set(range(len(tasks))) and max(uses.values()) - min(uses.values()) <= 1
+    assert prompts.WIDE_LISTS[0] == (prompts.WIDE_TOPICS, 5)  # the shipped draft's round, unchanged
+    for r, (topics, per) in enumerate(prompts.WIDE_LISTS):
+        wide = prompts.wide_prompts(r)
+        assert len(wide) == per * len(topics) == per * len(set(topics))
+        uses = Counter(next(i for i, task in enumerate(tasks) if task.format(t=topic) == p)
+                       for p, topic in zip(wide, [t for t in topics for _ in range(per)]))
+        assert set(uses) == set(range(len(tasks))) and max(uses.values()) - min(uses.values()) <= 1
     previous = distill.reply_files([0.7, 1.0])
-    assert distill.reply_files([0.7, 1.0], wide=True) == previous + ["replies_wide_T0.7.pt"]
-    assert distill.parse_args(["data"]).wide_topics and not distill.parse_args(["data", "--no-wide-topics"]).wide_topics
+    assert distill.reply_files([0.7, 1.0], wide=1) == previous + ["replies_wide_T0.7.pt"]
+    assert distill.reply_files([0.7, 1.0], wide=2) == previous + ["replies_wide_T0.7.pt", "replies_wide2_T0.7.pt"]
+    rounds = lambda *flags: distill.parse_args(["data", *flags]).wide_rounds  # noqa: E731
+    assert (rounds(), rounds("--wide-topics"), rounds("--no-wide-topics"), rounds("--wide-rounds", "2")) == (1, 1, 0, 2)
 
 
 def test_shipped_draft_learned_from_the_shards_the_default_recipe_makes():
@@ -181,7 +187,7 @@ def test_shipped_draft_learned_from_the_shards_the_default_recipe_makes():
     from demo_models.teacher_record import load_record, record_path
     log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())["data"]
     args = distill.parse_args(["data"])
-    shards = distill.reply_shards(args.temperatures, args.wide_topics)
+    shards = distill.reply_shards(args.temperatures, args.wide_rounds)
     assert list(log["replies"]) == [key for _, key in shards]
     for file, key in shards:
         recorded = load_record(record_path(file, args.record))

@@ -92,15 +92,15 @@ def test_training_logs_the_shards_it_loaded_not_the_last_data_run(tmp_path):
     def shard(n):
         return [{"ids": torch.tensor([1, 2, 3]), "first": 0, "tk_ids": torch.zeros(k, 1), "tk_lp": torch.zeros(k, 1)}
                 for k in range(1, n + 1)]
-    for f, _ in distill.reply_shards([0.7], wide=True):
+    for f, _ in distill.reply_shards([0.7], wide=1):
         torch.save(shard(2), tmp_path / f)
     torch.save(shard(1), tmp_path / "corpus.pt")
     torch.save(shard(1), tmp_path / "heldout.pt")
     (tmp_path / "data_log.json").write_text(json.dumps({"replies": {
         "T=0.7": {"prompts": 568, "seconds": 60.0},        # made earlier: kept, counts refreshed
         "more, round 3, T=0.7": {"examples": 9}}}))       # in the cache's log, not loaded
-    replies, corpus, held, log = distill.load_data(tmp_path, [0.7], wide=True)
-    assert list(log["replies"]) == [key for _, key in distill.reply_shards([0.7], wide=True)]
+    replies, corpus, held, log = distill.load_data(tmp_path, [0.7], wide=1)
+    assert list(log["replies"]) == [key for _, key in distill.reply_shards([0.7], wide=1)]
     assert log["replies"]["T=0.7"] == {"prompts": 568, "seconds": 60.0, "examples": 2, "tokens": 3}
     assert len(replies) == 2 * len(log["replies"]) and len(corpus) == len(held) == 1
 
