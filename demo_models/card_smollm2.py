@@ -13,7 +13,7 @@ import json
 
 from demo_models import SMOLLM2_DRAFT_DIR
 from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
-from demo_models.prompts import WIDE_TOPICS, heldout_prompts, more_prompts, train_prompts, wide_prompts
+from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json")
 SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft")  # speed-table column labels
@@ -173,12 +173,14 @@ def _teacher_time(data: dict) -> str:
 
 
 def _wide(replies: dict) -> str:
-    """The wide-topics shard's clause (distill_smollm2 --wide-topics), where the draft saw it."""
-    wide = next((v for k, v in replies.items() if k.startswith("wide topics")), None)
-    if wide is None:
-        return ""
-    return (f", then {wide.get('prompts', len(wide_prompts())):,} more ({len(WIDE_TOPICS)} further topics × 5 of the"
-            " 20 templates, once each) sampled at T = 0.7")
+    """The wide-topics shards' clause (distill_smollm2 --wide-rounds), one part per round the draft saw."""
+    parts = []
+    for r, (topics, per) in enumerate(WIDE_LISTS):
+        key = f"wide topics, {'' if r == 0 else f'round {r + 1}, '}T=0.7"
+        if key in replies:
+            n = replies[key].get("prompts", len(wide_prompts(r)))
+            parts.append(f"{n:,} more ({len(topics)} further topics × {per} of the 20 templates, once each)")
+    return f", then {' and '.join(parts)} sampled at T = 0.7" if parts else ""
 
 
 def values(train: dict, evs: list[dict | None]) -> dict:

@@ -118,3 +118,5 @@ def test_model_card_quotes_sampling_and_rebuild_times():
     del log["replies"]["T=0.7"]["seconds"]        # a shard made before shards logged their time
     assert card_smollm2._teacher_time(log) == "100 min on 2 CPU threads"
     assert card_smollm2._wide({"T=0.7": {}}) == ""
+    both = card_smollm2._wide({**log["replies"], "wide topics, round 2, T=0.7": {"prompts": 1917}})
+    assert "451 further topics × 5 of the 20 templates" in both and "1,917 more (639 further topics × 3" in both
