@@ -11,8 +11,8 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      MORE_ROUNDS times with new seeds (two more rounds, cut short by a time cap, did not make
      a better draft: README), then wide_prompts() at T = 0.7 (451 more topics, once each: the
      largest step in alpha of the routes tried; --wide-rounds 0 leaves them out, the previous
-     draft's recipe; --wide-rounds 2 adds wide_prompts(1), 639 further topics x 3 templates, not
-     yet sampled or tried). The shipped draft saw all of it except wide round 2. At every generated position the top-K
+     draft's recipe; --wide-rounds 2 adds wide_prompts(1), 639 further topics x 3 templates: sampled
+     and recorded, not yet in a shipped draft). The shipped draft saw all of it except wide round 2. At every generated position the top-K
      of the target's log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
