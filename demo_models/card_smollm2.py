@@ -84,6 +84,8 @@ sampling stays exact for any draft distribution; only how often drafts are accep
 
 On held-out chat prompts; CPU: {cpu}, {eval_threads} threads, torch {torch}. α is the mean over
 the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et al. 2023).
+Where an evaluation measured it, the brackets hold α's 95% interval from a bootstrap over its
+replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not independent).
 
 | | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) |
 |---|---|---|---|---|
@@ -102,11 +104,17 @@ Speed at each γ (tokens/s, speculative ÷ plain in the same run):
 """
 
 
+def _alpha(own: dict) -> str:
+    """α with its bootstrap interval over the replies, where the evaluation measured one."""
+    ci = own.get("alpha_ci95")
+    return f"{own['alpha']:.3f}" + (f" ({ci[0]:.3f}–{ci[1]:.3f})" if ci else "")
+
+
 def _alpha_rows(evs: list[dict | None]) -> str:
     get = lambda ev, f: f(ev) if ev else "—"  # noqa: E731
     rows = [
-        ("α, T = 0.7 (own samples)", lambda e: f"{e['own_samples_T=0.7']['alpha']:.3f}"),
-        ("α, T = 1 (own samples)", lambda e: f"{e['own_samples_T=1.0']['alpha']:.3f}"),
+        ("α, T = 0.7 (own samples)", lambda e: _alpha(e["own_samples_T=0.7"])),
+        ("α, T = 1 (own samples)", lambda e: _alpha(e["own_samples_T=1.0"])),
         ("greedy agreement", lambda e: f"{e['own_samples_T=0.7']['greedy_agreement']:.3f}"),
         ("t_target, t_draft (1 token)", lambda e: f"{e['cost']['t_target_ms']:.1f} ms, {e['cost']['t_draft_ms']:.2f} ms"),
         ("c = t_draft / t_target", lambda e: f"{e['cost']['c']:.3f}"),

@@ -38,6 +38,22 @@ def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
     return gamma + 1.0 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
+def bootstrap_ci(per_reply: list[torch.Tensor], level: float = 0.95, draws: int = 2000,
+                 seed: int = 0) -> tuple[float, float]:
+    """A percentile bootstrap interval for the mean over all positions of per-position values
+    (per_reply: one [n_i] tensor per reply), resampling whole replies with replacement: the
+    positions of one reply are not independent (a draft that loses the thread loses it for the
+    rest of the reply), so the reply is the unit (Efron & Tibshirani 1993, ch. 13). Returns
+    (low, high)."""
+    sums = torch.tensor([float(v.sum()) for v in per_reply], dtype=torch.float64)      # [r]
+    counts = torch.tensor([len(v) for v in per_reply], dtype=torch.float64)            # [r]
+    pick = torch.randint(0, len(per_reply), (draws, len(per_reply)),
+                         generator=torch.Generator().manual_seed(seed))                # [draws, r]
+    means = sums[pick].sum(1) / counts[pick].sum(1).clamp_min(1)                       # [draws]
+    low, high = torch.quantile(means, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
+    return round(low.item(), 4), round(high.item(), 4)
+
+
 @torch.inference_mode()
 def _logits(model, x: torch.Tensor, int8: bool = False) -> torch.Tensor:
     """x: [1, n] -> [n, vocab] (app.models: any draft); int8: the model with int8 weights

@@ -24,7 +24,7 @@ import time
 import torch
 
 from app.speculative import logits_to_probs
-from demo_models.evaluate import _logits, cost_ratio, expected_tokens_per_pass, own_samples, speeds
+from demo_models.evaluate import _logits, bootstrap_ci, cost_ratio, expected_tokens_per_pass, own_samples, speeds
 from demo_models.prompts import heldout_prompts
 
 GAMMAS = (1, 2, 3, 4, 6)
@@ -97,7 +97,8 @@ def cost(pair, fast: bool = False, int8: bool = False) -> dict:
 def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
                 int8: bool = False) -> dict:
     """alpha and greedy agreement over the reply positions only (the draft never learned to
-    predict the prompt): logits at positions P - 1 .. L - 2 of each [1, L] sample. int8: the
+    predict the prompt): logits at positions P - 1 .. L - 2 of each [1, L] sample, with alpha's
+    95% interval by a bootstrap over the replies (demo_models.evaluate.bootstrap_ci). int8: the
     draft as it runs with int8 weights."""
     alphas, agree = [], []
     for x, n in zip(samples, prompt_lens):
@@ -105,8 +106,8 @@ def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], tempe
         p, q = logits_to_probs(lt, temperature), logits_to_probs(ld, temperature)
         alphas.append(torch.minimum(p, q).sum(-1))
         agree.append(lt.argmax(-1) == ld.argmax(-1))
-    return {"alpha": round(torch.cat(alphas).mean().item(), 4),
-            "greedy_agreement": round(torch.cat(agree).float().mean().item(), 4),
+    return {"alpha": round(torch.cat(alphas).mean().item(), 4), "alpha_ci95": list(bootstrap_ci(alphas)),
+            "replies": len(alphas), "greedy_agreement": round(torch.cat(agree).float().mean().item(), 4),
             "positions": int(sum(len(a) for a in alphas))}
 
 
