@@ -195,16 +195,25 @@ def test_embedded_models(directory):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_half_precision_matches_hf(dtype):
-    """Same casts as HF (RMSNorm, RoPE tables from the model's inv_freq buffer, which
-    model.to(dtype) rounds too): logits agree to half-precision rounding."""
+def test_half_precision_is_as_accurate_as_hf(dtype):
+    """In half precision the lean decoder (same casts as HF: RMSNorm in float32, RoPE tables
+    from the model's inv_freq buffer, which model.to(dtype) rounds too) is as close to the same
+    rounded weights' float32 logits as transformers' own half-precision forward is. Errors are
+    compared, not bits: which half-precision bits come out depends on the CPU's kernels and on
+    how a pass is split (measured: bit-equal to HF on an AVX-512 CPU; about one bf16 ulp apart,
+    0.023 on logits up to 5, on an AVX2 one, where each is 0.06-0.07 from float32)."""
+    import copy
     model = build("qwen2", seed=9).to(dtype)
     lean = LeanModel(model)
     cache = lean.new_cache(1, 16)
     ids = torch.randint(VOCAB, (1, 11), generator=torch.Generator().manual_seed(10))
     got = torch.cat([lean.forward(ids[:, a:b], cache) for a, b in ((0, 6), (6, 7), (7, 11))], dim=1)
     assert got.dtype == dtype
-    torch.testing.assert_close(got, hf_logits(model, ids))
+    ref = hf_logits(copy.deepcopy(model).float(), ids)                       # [1, 11, vocab]
+    err_lean, err_hf = (got.float() - ref).abs(), (hf_logits(model, ids).float() - ref).abs()
+    # measured on the AVX2 CPU: mean error 0.99x HF's (both dtypes); with RMSNorm's statistics
+    # taken in half precision instead (a cast HF does not make) 1.08-1.15x, which this rejects
+    assert err_lean.mean() <= 1.05 * err_hf.mean() and err_lean.max() <= 1.25 * err_hf.max()
 
 
 def test_rope_tables_equal_hf():
