@@ -6,7 +6,9 @@ runs fp32 matrix products with more than one row on a slow generic code path (me
 25-37 GFLOP/s against ~130 with MKL's AVX-512 path forced; ../shared/anchors/cpu_smollm2.md),
 so a verify pass of 5-8 tokens costs ~2x one token instead of ~1.1x. `MKL_CBWR=AVX512`
 (Intel MKL's documented Conditional Numerical Reproducibility setting), set before torch
-starts, selects the fast path: an opt-in fix, see the README's "CPU regime" section.
+starts, selects the fast path: an opt-in fix, see the README's "CPU regime" section. The value
+suggested is the widest vector path the CPU has, as torch reports it (AVX512 or AVX2): on an
+AVX2-only EPYC measured later, MKL_CBWR=AVX512 is not a path that CPU has.
 
 The regime is read from the measured knee: t(q) / t(1) for a pass of q = 8 tokens (or the
 largest q measured up to 8) over the same KV cache. At most app.knee.BEND_RATIO (1.5): the knee
@@ -33,6 +35,12 @@ class Regime:
     device_name: str
     mkl_cbwr: str | None   # the MKL_CBWR setting in effect ($MKL_CBWR), None when unset
     mkl: bool              # torch was built with MKL
+    isa: str = ""          # torch.backends.cpu.get_cpu_capability(): "AVX512", "AVX2", ...
+
+    @property
+    def suggested_cbwr(self) -> str | None:
+        """The MKL_CBWR value that selects this CPU's widest MKL path, or None if it has neither."""
+        return "AVX512" if self.isa.startswith("AVX512") else "AVX2" if self.isa == "AVX2" else None
 
     @property
     def label(self) -> str:
@@ -46,10 +54,10 @@ class Regime:
             return f"{self.label}: {cost}, so verifying gamma + 1 tokens is nearly free."
         amd = "AMD" in self.device_name.upper() or "EPYC" in self.device_name.upper() \
             or "RYZEN" in self.device_name.upper()
-        if self.mkl and amd and not self.mkl_cbwr:
+        if self.mkl and amd and not self.mkl_cbwr and self.suggested_cbwr:
             return (f"{self.label}: {cost}. On AMD CPUs the MKL inside torch runs multi-row fp32 "
-                    "matrix products on a slow generic path; start the app with MKL_CBWR=AVX512 "
-                    "to use its fast path (opt-in, see README: CPU regime).")
+                    "matrix products on a slow generic path; start the app with "
+                    f"MKL_CBWR={self.suggested_cbwr} to use its fast path (opt-in, see README: CPU regime).")
         return (f"{self.label}: {cost} (above {BEND_RATIO}x), so each extra drafted token costs "
                 "target time and speculation gains less here.")
 
@@ -67,7 +75,8 @@ def from_times(seconds_by_q: dict[int, float], device_name: str) -> Regime | Non
     ratio = seconds_by_q[q] / seconds_by_q[1]
     import torch
     return Regime(q=q, ratio=round(ratio, 3), visible=ratio <= BEND_RATIO, device_name=device_name,
-                  mkl_cbwr=os.environ.get("MKL_CBWR") or None, mkl=torch.backends.mkl.is_available())
+                  mkl_cbwr=os.environ.get("MKL_CBWR") or None, mkl=torch.backends.mkl.is_available(),
+                  isa=torch.backends.cpu.get_cpu_capability())
 
 
 def from_knee(result, device_name: str) -> Regime | None:

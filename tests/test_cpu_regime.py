@@ -6,7 +6,9 @@ from app.knee import BEND_RATIO
 
 
 def test_regime_from_times_uses_the_widest_pass_up_to_eight(monkeypatch):
+    import torch
     monkeypatch.delenv("MKL_CBWR", raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     visible = cpu_regime.from_times({1: 0.100, 2: 0.104, 8: 0.120, 64: 0.9}, "AMD EPYC")
     assert visible.q == 8 and visible.ratio == 1.2 and visible.visible
     assert "nearly free" in visible.explanation
@@ -17,6 +19,21 @@ def test_regime_from_times_uses_the_widest_pass_up_to_eight(monkeypatch):
     assert cpu_regime.from_times({1: 1.0, 2: BEND_RATIO}, "x").visible  # the bound is inclusive
     assert cpu_regime.from_times({2: 0.1, 4: 0.2}, "x") is None  # no t(1): no verdict
     assert json.loads(json.dumps(hidden.to_dict()))["label"] == "knee hidden"
+
+
+def test_the_suggested_mkl_path_is_one_this_cpu_has(monkeypatch):
+    """An AVX2-only AMD CPU is told MKL_CBWR=AVX2, not AVX512 (a path it lacks); a CPU with
+    neither gets no MKL advice; the ISA is torch's own report of this CPU."""
+    import torch
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    for isa, told in (("AVX2", "MKL_CBWR=AVX2 "), ("AVX512", "MKL_CBWR=AVX512 ")):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda isa=isa: isa)
+        hidden = cpu_regime.from_times({1: 1.0, 8: 2.0}, "AMD EPYC")
+        assert hidden.isa == isa and (told in hidden.explanation) == hidden.mkl
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert "MKL_CBWR" not in cpu_regime.from_times({1: 1.0, 8: 2.0}, "AMD EPYC").explanation
+    monkeypatch.undo()
+    assert cpu_regime.from_times({1: 1.0, 8: 1.1}, "x").isa == torch.backends.cpu.get_cpu_capability()
 
 
 def test_hidden_knee_with_the_fix_set_or_on_another_cpu_is_not_blamed_on_mkl(monkeypatch):
