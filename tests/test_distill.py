@@ -125,6 +125,15 @@ def test_a_bf16_autocast_step_keeps_fp32_weights_and_lowers_the_loss(data):
     assert loss < first - 0.1
 
 
+def test_bf16_autocast_is_the_default_only_where_the_cpu_has_bf16_kernels(monkeypatch):
+    """--bf16 defaults to cpu_has_bf16() (oneDNN's check), read when the arguments are parsed;
+    either flag overrides it. On the AVX2 EPYC it is False, and a bf16 step there was far slower."""
+    for has in (True, False):
+        monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda has=has: has)
+        assert distill.cpu_has_bf16() is has and distill.parse_args(["train"]).bf16 is has
+        assert distill.parse_args(["train", "--bf16"]).bf16 and not distill.parse_args(["train", "--no-bf16"]).bf16
+
+
 def test_a_draft_sliced_from_every_target_layer_computes_the_targets_logits():
     """make_sliced_draft (`--slice`) on the tiny target: all its layers and a kept subset of
     its tokens give the target's logits at the kept ids; two layers give a different model
