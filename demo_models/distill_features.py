@@ -42,8 +42,8 @@ import torch.nn.functional as F
 
 from app.draft_vocab import DraftVocab
 from app.feature_draft import head_inputs, one_back, save_head
-from demo_models.distill_smollm2 import (DRAFT_VOCAB, TOP_K, cache_dir, choose_vocab, kept_ce, load_teacher,
-                                         lr_at, reply_files, tempered_alpha)
+from demo_models.distill_smollm2 import (DRAFT_VOCAB, TOP_K, cache_dir, choose_vocab, cpu_has_bf16, kept_ce,
+                                         load_teacher, lr_at, reply_files, tempered_alpha)
 
 SHARDS = reply_files([0.7, 1.0])  # the previous token draft's replies (the head was measured on them: below)
 
@@ -234,7 +234,9 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--max-minutes", type=float, default=60.0)
-    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=cpu_has_bf16(),
+                    help="bf16 autocast; default: whether oneDNN has bf16 kernels for this CPU "
+                    "(distill_smollm2.cpu_has_bf16)")
     ap.add_argument("--standardise", action=argparse.BooleanOptionalAction, default=True,
                     help="train on F / its per-dimension RMS (feature_scale)")
     ap.add_argument("--layers", type=int, default=1, help="decoder layers (the target's first ones to start)")

@@ -12,8 +12,8 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      a better draft: README), then wide_prompts() at T = 0.7 (451 more topics, once each: the
      largest step in alpha of the routes tried; --wide-rounds 0 leaves them out, the previous
      draft's recipe; --wide-rounds 2 adds wide_prompts(1), 639 further topics x 3 templates: sampled
-     and recorded, not yet in a shipped draft). The shipped draft saw all of it except wide round 2. At every generated position the top-K
-     of the target's log-distribution is kept.
+     and recorded, not yet in a shipped draft). The shipped draft saw all of it except wide
+     round 2. At every generated position the top-K of the target's log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
      stopped by its time cap saves what it made, and a rerun makes only the missing shards.
@@ -621,7 +621,8 @@ def parse_args(argv=None):
                     help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
     ap.add_argument("--tvd-temperature", type=float, default=0.7)
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=cpu_has_bf16(),
-                    help="train under bf16 autocast (train_step); default: whether oneDNN has bf16 kernels for this CPU "
+                    help="train under bf16 autocast (train_step); default: whether oneDNN has bf16 kernels "
+                    "for this CPU "
                     f"(cpu_has_bf16: {'yes' if cpu_has_bf16() else 'no'} here)")
     return ap.parse_args(argv)
 
