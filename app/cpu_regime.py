@@ -39,8 +39,7 @@ class Regime:
 
     @property
     def suggested_cbwr(self) -> str | None:
-        """The MKL_CBWR value that selects this CPU's widest MKL path, or None if it has neither."""
-        return "AVX512" if self.isa.startswith("AVX512") else "AVX2" if self.isa == "AVX2" else None
+        return suggested_cbwr(self.isa)
 
     @property
     def label(self) -> str:
@@ -63,6 +62,16 @@ class Regime:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "label": self.label, "explanation": self.explanation}
+
+
+def suggested_cbwr(isa: str | None = None) -> str | None:
+    """The MKL_CBWR value that selects the widest MKL path of a CPU whose ISA torch reports as
+    `isa` (default: this one's, torch.backends.cpu.get_cpu_capability()), or None without
+    AVX-512 or AVX2."""
+    if isa is None:
+        import torch
+        isa = torch.backends.cpu.get_cpu_capability()
+    return "AVX512" if isa.startswith("AVX512") else "AVX2" if isa == "AVX2" else None
 
 
 def from_times(seconds_by_q: dict[int, float], device_name: str) -> Regime | None:

@@ -1,6 +1,7 @@
 """Does this CPU hide the knee? Small matrix products and speculative speedup, with and without
-MKL's AVX-512 code path forced (MKL_CBWR=AVX512, Intel MKL's documented Conditional Numerical
-Reproducibility setting).
+MKL's widest code path for this CPU forced (MKL_CBWR=AVX512, or AVX2 on a CPU without AVX-512:
+app.cpu_regime.suggested_cbwr; Intel MKL's documented Conditional Numerical Reproducibility
+setting).
 
 On some AMD CPUs the MKL inside torch runs fp32 matrix products with more than one row on a slow
 generic path (shared/anchors/cpu_smollm2.md): a verify pass of gamma + 1 tokens then costs far
@@ -20,7 +21,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = {"default": {}, "MKL_CBWR=AVX512": {"MKL_CBWR": "AVX512"}}
+sys.path.insert(0, str(ROOT))
+from app.cpu_regime import suggested_cbwr  # noqa: E402
+
+FORCED = suggested_cbwr() or "AVX2"
+SETTINGS = {"default": {}, f"MKL_CBWR={FORCED}": {"MKL_CBWR": FORCED}}
 
 CHILD = r"""
 import json, sys, time, torch
