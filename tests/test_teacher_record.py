@@ -120,3 +120,18 @@ def test_model_card_quotes_sampling_and_rebuild_times():
     assert card_smollm2._wide({"T=0.7": {}}) == ""
     both = card_smollm2._wide({**log["replies"], "wide topics, round 2, T=0.7": {"prompts": 1917}})
     assert "451 further topics × 5 of the 20 templates" in both and "1,917 more (639 further topics × 3" in both
+
+
+def test_corpus_windows_are_whole_with_the_teachers_topk_at_every_position(teacher, monkeypatch):
+    """The corpus shard: every window asked for (no time cap cuts it: a cut shard would be cached
+    and reused as if whole), CORPUS_WINDOW tokens each, and at every position the top-K of the
+    teacher's own forward over that window; the same seed gives the same windows."""
+    monkeypatch.setattr(distill, "CORPUS_WINDOW", 16)
+    texts = ["It is a truth universally acknowledged, that a single man in possession", "of a good fortune"]
+    windows = distill.corpus_windows(teacher, CharTokenizer(), texts, n_windows=5, batch=2, seed=7)
+    assert len(windows) == 5 and all(w["first"] == 0 and w["ids"].shape == (16,) for w in windows)
+    with torch.inference_mode():
+        ids, lp = distill.topk_of(teacher(input_ids=windows[3]["ids"][None]).logits[0])   # [16, K]
+    assert windows[3]["tk_ids"].shape == (16, distill.TOP_K) and torch.equal(windows[3]["tk_ids"], ids)
+    again = distill.corpus_windows(teacher, CharTokenizer(), texts, n_windows=5, batch=3, seed=7)
+    assert all(torch.equal(a["ids"], b["ids"]) for a, b in zip(windows, again))
