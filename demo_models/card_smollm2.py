@@ -15,8 +15,10 @@ from demo_models import SMOLLM2_DRAFT_DIR
 from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
 from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
-EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json")
-SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft")  # speed-table column labels
+EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json",
+         "eval_mkl_avx2_fast_int8.json")  # the last: MKL_CBWR=AVX2 --fast --draft-int8, on an AVX2-only CPU
+SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft",
+         "AVX2 CPU, fast, int8 draft")  # speed-table column labels
 CARD = """# SmolLM2-135M-Instruct draft — model card
 
 <!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
@@ -82,20 +84,23 @@ sampling stays exact for any draft distribution; only how often drafts are accep
 
 ## Evaluation (python -m demo_models.evaluate --pair smollm2)
 
-On held-out chat prompts; CPU: {cpu}, {eval_threads} threads, torch {torch}. α is the mean over
+On held-out chat prompts; {eval_threads} threads, torch {torch}; each column's CPU is in its first
+row (with torch's reported vector ISA where the evaluation recorded it). α is the mean over
 the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et al. 2023).
 Where an evaluation measured it, the brackets hold α's 95% interval from a bootstrap over its
 replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not independent).
 
-| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) |
-|---|---|---|---|---|
+| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) | another CPU: `MKL_CBWR=AVX2 --fast --draft-int8` |
+|---|---|---|---|---|---|
 {eval_rows}
 
 Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
-The last column runs this same draft with every weight matrix rounded to int8 per output row
-(`app.lean.Int8Weight`): a quarter of the bytes a single-token pass streams, hence its smaller
-c. It is a slightly different draft (its α is measured as it runs), and the output is still
-exactly the target's.
+The `--draft-int8` columns run this same draft with every weight matrix rounded to int8 per
+output row (`app.lean.Int8Weight`): a quarter of the bytes a single-token pass streams, hence
+their smaller c. It is a slightly different draft (its α is measured as it runs), and the output
+is still exactly the target's. The last column is the same configuration on another CPU, one
+without AVX-512 (where torch's int8 product and every pass are slower): the speed-ups belong to
+the CPU as much as to the pair.
 The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
 
 Speed at each γ (tokens/s, speculative ÷ plain in the same run):
@@ -113,6 +118,7 @@ def _alpha(own: dict) -> str:
 def _alpha_rows(evs: list[dict | None]) -> str:
     get = lambda ev, f: f(ev) if ev else "—"  # noqa: E731
     rows = [
+        ("CPU", lambda e: e["regime"]["device_name"] + (f" ({e['cpu_isa']})" if e.get("cpu_isa") else "")),
         ("α, T = 0.7 (own samples)", lambda e: _alpha(e["own_samples_T=0.7"])),
         ("α, T = 1 (own samples)", lambda e: _alpha(e["own_samples_T=1.0"])),
         ("greedy agreement", lambda e: f"{e['own_samples_T=0.7']['greedy_agreement']:.3f}"),
@@ -218,7 +224,7 @@ def values(train: dict, evs: list[dict | None]) -> dict:
         "curve": ", ".join(f"step {r['step']}: {r['heldout_alpha_topk']:.3f}" for r in train["curve"]
                            if "heldout_alpha_topk" in r) + f"; final {train['heldout_alpha_topk']:.3f}",
         "saved_step": train["saved_step"], **_calibration(train),
-        "cpu": first["regime"]["device_name"], "eval_threads": first["threads"], "torch": first["torch"],
+        "eval_threads": first["threads"], "torch": first["torch"],
         "eval_rows": _alpha_rows(evs),
         "identical": "yes" if all(ev["greedy_identical"] for ev in evs if ev) else "NO",
         "speed_table": _speed_table(evs)}

@@ -175,8 +175,9 @@ def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkey
     assert 0 < result["cost"]["c"] < 1 and result["greedy_identical"] is True
     assert result["best_greedy"]["gamma"] in (1, 2, 3, 4, 6) and result["regime"]["q"] == 8
     train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
-    card = card_smollm2.CARD.format(**card_smollm2.values(train, [result, None, None, None]))
+    card = card_smollm2.CARD.format(**card_smollm2.values(train, [result] + [None] * (len(card_smollm2.EVALS) - 1)))
     assert f"{result['cost']['c']:.3f}" in card and "{" not in card
+    assert f"| CPU | {result['regime']['device_name']} ({result['cpu_isa']}) | — |" in card
 
 
 @needs_package
