@@ -483,7 +483,7 @@ def cpu_has_bf16() -> bool:
 def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0.7):
     """One optimiser step on a collated batch; (loss, per-position alpha bound [n]). With bf16
     the forward runs under CPU autocast (bf16 matrix products, fp32 weights, optimiser state
-    and loss): worth it only on a CPU with bf16 units (cpu_has_bf16)."""
+    and loss): worth it only where oneDNN has bf16 kernels for the CPU (cpu_has_bf16)."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         loss, alpha = soft_ce(draft, *batch, tvd=tvd, tvd_t=tvd_t)
     loss.backward()
@@ -585,6 +585,7 @@ def save_draft(draft, tok, args, log: dict) -> None:
 
 
 def parse_args(argv=None):
+    bf16 = cpu_has_bf16()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stage", choices=["data", "train", "calibrate"])
     ap.add_argument("--cache", help="teacher-output directory (default: <speclab cache>/smollm2-teacher)")
@@ -620,10 +621,9 @@ def parse_args(argv=None):
     ap.add_argument("--tvd", type=float, default=0.0,
                     help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
     ap.add_argument("--tvd-temperature", type=float, default=0.7)
-    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=cpu_has_bf16(),
+    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=bf16,
                     help="train under bf16 autocast (train_step); default: whether oneDNN has bf16 kernels "
-                    "for this CPU "
-                    f"(cpu_has_bf16: {'yes' if cpu_has_bf16() else 'no'} here)")
+                    f"for this CPU (cpu_has_bf16: {'yes' if bf16 else 'no'} here)")
     return ap.parse_args(argv)
 
 

@@ -131,7 +131,7 @@ def test_corpus_windows_are_whole_with_the_teachers_topk_at_every_position(teach
     windows = distill.corpus_windows(teacher, CharTokenizer(), texts, n_windows=5, batch=2, seed=7)
     assert len(windows) == 5 and all(w["first"] == 0 and w["ids"].shape == (16,) for w in windows)
     with torch.inference_mode():
-        ids, lp = distill.topk_of(teacher(input_ids=windows[3]["ids"][None]).logits[0])   # [16, K]
+        ids, _ = distill.topk_of(teacher(input_ids=windows[3]["ids"][None]).logits[0])    # [16, K]
     assert windows[3]["tk_ids"].shape == (16, distill.TOP_K) and torch.equal(windows[3]["tk_ids"], ids)
     again = distill.corpus_windows(teacher, CharTokenizer(), texts, n_windows=5, batch=3, seed=7)
     assert all(torch.equal(a["ids"], b["ids"]) for a, b in zip(windows, again))
