@@ -120,9 +120,28 @@ class Int8Weight:
         return cls(data, scale)
 
 
+FEW_ROWS = 8  # decode, draft and verify passes (gamma + 1 <= 8 tokens at batch 1)
+
+
+def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """flat [n, in] (1 <= n <= FEW_ROWS) @ w.T -> [n, out], computed as (w @ flat.T).T with one
+    row padded to two. Same products as F.linear (equal to ~1e-5), another MKL code path: on the
+    2-core AMD EPYC (AVX2) dev CPU, F.linear's few-row fp32 product streamed the weights at about
+    half the speed of this form, and as installed (no MKL_CBWR) took MKL's slow path for 2-8 rows
+    that this form avoids. Measured there (benchmarks/cpu_few_rows.py; the README's CPU regime)."""
+    n = flat.shape[0]
+    rows = (flat if n > 1 else torch.cat((flat, flat))).contiguous()   # [max(n, 2), in]
+    return (w @ rows.T).T[:n].contiguous()                               # [n, out]
+
+
 def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x [..., in] @ w.T (+ bias) -> [..., out] in x's dtype, for a plain or an Int8Weight."""
+    """x [..., in] @ w.T (+ bias) -> [..., out] in x's dtype, for a plain or an Int8Weight.
+    A plain fp32 product of at most FEW_ROWS rows on the CPU runs as few_rows_product."""
     if not isinstance(w, Int8Weight):
+        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        if x.device.type == "cpu" and x.dtype == torch.float32 and 0 < rows <= FEW_ROWS:
+            out = few_rows_product(x.reshape(rows, -1), w).reshape(*x.shape[:-1], -1)
+            return out if bias is None else out + bias
         return F.linear(x, w, bias)
     flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)                       # [n, in]
     out = torch.ops.aten._weight_int8pack_mm(flat, w.data, w.scale).to(x.dtype)  # [n, out]
@@ -149,6 +168,16 @@ class _Layer:
     up_bias: torch.Tensor | None
     down: torch.Tensor    # [hidden, intermediate]
     down_bias: torch.Tensor | None
+    qkv: Int8Weight | None = None      # int8 only: q, k, v as one [(heads + 2 kv_heads) * head_dim, hidden]
+    gate_up: Int8Weight | None = None  # int8 only: gate and up as one [2 * intermediate, hidden]
+
+    def to_int8(self) -> None:
+        """Every weight matrix as an Int8Weight, q/k/v and gate/up each stacked into one
+        (per-row scales: stacking rows quantises them exactly as apart; one product instead of
+        three or two, the same numbers)."""
+        self.qkv = Int8Weight.of(torch.cat((self.q, self.k, self.v)))
+        self.gate_up = Int8Weight.of(torch.cat((self.gate, self.up)))
+        self.o, self.down = Int8Weight.of(self.o), Int8Weight.of(self.down)
 
     @classmethod
     def of(cls, hf_layer) -> _Layer:
@@ -212,8 +241,7 @@ class LeanModel:
         if int8:
             self.lm_head, self.lm_head_t = Int8Weight.of(self.lm_head), None
             for w in self.layers:
-                for name in ("q", "k", "v", "o", "gate", "up", "down"):
-                    setattr(w, name, Int8Weight.of(getattr(w, name)))
+                w.to_int8()
         self.eps = base.norm.variance_epsilon
         self.head_dim, self.scaling = attn.head_dim, attn.scaling
         self.kv_heads = config.num_key_value_heads
@@ -266,9 +294,12 @@ class LeanModel:
         return (self._logits(h), h) if hidden else self._logits(h)
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
-        """h [batch, q, hidden] -> logits [batch, q, vocab]; one- and two-row passes (decode,
-        drafts) use the transposed copy, wider ones (verify, prefill) the shared weight."""
-        if self.lm_head_t is None or h.shape[0] * h.shape[1] > 2:
+        """h [batch, q, hidden] -> logits [batch, q, vocab]; one-row passes (decode, drafts) use
+        the transposed copy, wider ones (verify, prefill) the shared weight (through linear: the
+        few-row form up to FEW_ROWS rows). SmolLM2's head on the AVX2 EPYC, 2 threads: one row
+        7.0-8.5 ms transposed, 9.3-10.3 in the few-row form; two rows 10.8-14.9 transposed,
+        8.6-10.2 in the few-row form."""
+        if self.lm_head_t is None or h.shape[0] * h.shape[1] > 1:
             return linear(h, self.lm_head, self.lm_head_bias)
         logits = h @ self.lm_head_t
         return logits if self.lm_head_bias is None else logits + self.lm_head_bias
@@ -288,9 +319,8 @@ class LeanModel:
         """h [batch, q, hidden] (normed) -> attention output [batch, q, hidden]."""
         b, q, _ = h.shape
         shape = (b, q, -1, self.head_dim)
-        qs = linear(h, w.q, w.q_bias).view(shape).transpose(1, 2)   # [batch, heads, q, head_dim]
-        ks = linear(h, w.k, w.k_bias).view(shape).transpose(1, 2)   # [batch, kv_heads, q, head_dim]
-        vs = linear(h, w.v, w.v_bias).view(shape).transpose(1, 2)   # [batch, kv_heads, q, head_dim]
+        qs, ks, vs = (t.view(shape).transpose(1, 2) for t in self._qkv(w, h))
+        # qs [batch, heads, q, head_dim]; ks, vs [batch, kv_heads, q, head_dim]
         qs, ks = rope(qs, cos, sin), rope(ks, cos, sin)
         start, end = cache.length, cache.length + q
         cache.keys[i, :, :, start:end] = ks
@@ -298,11 +328,23 @@ class LeanModel:
         out = self._sdpa(qs, cache.keys[i, :, :, :end], cache.values[i, :, :, :end], mask)
         return linear(out.transpose(1, 2).reshape(b, q, -1), w.o, w.o_bias)
 
+    def _qkv(self, w: _Layer, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """h [batch, q, hidden] -> q [batch, q, heads * head_dim], k and v [batch, q, kv_heads * head_dim]."""
+        if w.qkv is None:
+            return linear(h, w.q, w.q_bias), linear(h, w.k, w.k_bias), linear(h, w.v, w.v_bias)
+        kv = self.kv_heads * self.head_dim
+        parts = linear(h, w.qkv).split((kv * self.groups, kv, kv), dim=-1)
+        return tuple(t if bias is None else t + bias for t, bias in zip(parts, (w.q_bias, w.k_bias, w.v_bias)))
+
     @staticmethod
     def _mlp(w: _Layer, h: torch.Tensor) -> torch.Tensor:
         """h [batch, q, hidden] (normed) -> down(silu(gate(h)) * up(h)) [batch, q, hidden]."""
-        gate = F.silu(linear(h, w.gate, w.gate_bias))
-        return linear(gate * linear(h, w.up, w.up_bias), w.down, w.down_bias)
+        if w.gate_up is None:
+            gate, up = linear(h, w.gate, w.gate_bias), linear(h, w.up, w.up_bias)
+        else:  # int8: one product, [batch, q, 2 * intermediate] -> two halves
+            gate, up = linear(h, w.gate_up).chunk(2, dim=-1)
+            gate, up = (t if bias is None else t + bias for t, bias in ((gate, w.gate_bias), (up, w.up_bias)))
+        return linear(F.silu(gate) * up, w.down, w.down_bias)
 
     def _sdpa(self, qs: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
               mask: torch.Tensor | None) -> torch.Tensor:

@@ -88,3 +88,26 @@ def test_cli_refuses_int8_where_the_lean_decoder_does_not_run(tiny_dirs, monkeyp
     code = main(["generate", "--prompt", PROMPT, "--max-new-tokens", "4", "--target", tiny_dirs[0],
                  "--draft", tiny_dirs[1], "--device", "cpu", "--fast", "--draft-int8"])
     assert code == 2 and "lean decoder only" in capsys.readouterr().err
+
+
+def test_stacked_int8_projections_are_the_separate_products():
+    """int8 layers stack q/k/v and gate/up into one product each (_Layer.to_int8): per-row scales
+    make that the same model, so the logits equal, to the bit, those of separate Int8Weight
+    products. A Qwen2 shape: grouped kv heads and q/k/v biases."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(0, 0.1 if name.endswith("bias") else 0.15)
+    stacked, apart = LeanModel(model, int8=True), LeanModel(model, int8=True)
+    for w in apart.layers:
+        assert w.qkv.data.shape == (64 + 2 * 32, 64) and w.gate_up.data.shape == (256, 64)
+        w.qkv = w.gate_up = None
+        w.q, w.k, w.v, w.gate, w.up = (Int8Weight.of(t) for t in (w.q, w.k, w.v, w.gate, w.up))
+    ids = torch.randint(0, 300, (1, 12), generator=torch.Generator().manual_seed(1))
+    a, b = stacked.new_cache(1, 16), apart.new_cache(1, 16)
+    for chunk in (ids[:, :9], ids[:, 9:10], ids[:, 10:]):  # prefill, one token, two tokens
+        assert torch.equal(stacked(chunk, a), apart(chunk, b))

@@ -3,6 +3,7 @@ incremental passes, cache rollback and batches; same greedy tokens as HF generat
 models are built here (no downloads); the embedded pair is checked too."""
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import (
     AutoModelForCausalLM,
     LlamaConfig,
@@ -13,6 +14,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+import app.lean as lean_module
 from app.lean import LeanModel, supports
 from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
@@ -92,9 +94,32 @@ def check_schedule(model, batch: int = 1, seed: int = 0):
     assert seq.shape[1] == 14
 
 
+@pytest.mark.parametrize("few_rows", [lean_module.FEW_ROWS, 0], ids=["few-row form", "F.linear"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_logits_match_hf(kind):
+def test_logits_match_hf(kind, few_rows, monkeypatch):
+    """With products of up to FEW_ROWS rows in the few-row form (the default) and with F.linear
+    for every product (FEW_ROWS 0), every pass of the schedule gives HF's logits."""
+    monkeypatch.setattr(lean_module, "FEW_ROWS", few_rows)
     check_schedule(build(kind))
+
+
+def test_few_row_products_are_f_linears_and_wider_ones_are_f_linear():
+    """app.lean.linear: fp32 products of 1..FEW_ROWS rows on the CPU run as few_rows_product
+    (equal to F.linear within reassociation), wider ones as F.linear itself; shape and bias kept."""
+    gen = torch.Generator().manual_seed(0)
+    w, bias = torch.randn(96, 40, generator=gen), torch.randn(96, generator=gen)
+    for n in range(1, lean_module.FEW_ROWS + 3):
+        x = torch.randn(n, 40, generator=gen)
+        got = lean_module.linear(x, w)
+        torch.testing.assert_close(got, F.linear(x, w), atol=1e-5, rtol=0)
+        assert got.is_contiguous()
+        form = lean_module.few_rows_product if n <= lean_module.FEW_ROWS else F.linear
+        assert torch.equal(got, form(x, w)), n
+    x = torch.randn(2, 3, 40, generator=gen)  # [batch, q, in]: 6 rows
+    want = lean_module.few_rows_product(x.reshape(6, 40), w).reshape(2, 3, 96) + bias
+    assert torch.equal(lean_module.linear(x, w, bias), want)
+    half = x.to(torch.bfloat16)  # other dtypes keep F.linear
+    assert torch.equal(lean_module.linear(half, w.to(torch.bfloat16)), F.linear(half, w.to(torch.bfloat16)))
 
 
 @pytest.mark.parametrize("kind", ["llama-tied", "qwen2"])
@@ -232,9 +257,8 @@ def test_rope_tables_equal_hf():
 
 
 def test_transposed_output_matrix_gives_the_same_logits(monkeypatch):
-    """Large vocabularies get a [hidden, vocab] copy of the output matrix for 1-2 row passes
+    """Large vocabularies get a [hidden, vocab] copy of the output matrix for one-row passes
     (faster on CPU); forced on here for a small model, the logits stay HF's."""
-    import app.lean as lean_module
     monkeypatch.setattr(lean_module, "HEAD_T_MIN_VOCAB", 1)
     model = build("llama-untied")
     lean = LeanModel(model)

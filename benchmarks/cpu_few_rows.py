@@ -1,0 +1,65 @@
+"""Which fp32 product form makes a CPU's few-token passes cheap? The lean decoder (app/lean.py)
+computes products of at most FEW_ROWS rows as (W @ x.T).T (app.lean.few_rows_product) instead of
+F.linear(x, W). Same arithmetic up to reassociation, another MKL code path. This prints, side by
+side in one run, the lean target's pass times for q = 1, 2, 4, 8 tokens under both forms (rounds
+interleaved, so background load hits them alike), their ratio, and t(q) / t(1) (the knee).
+
+    python benchmarks/cpu_few_rows.py [--model smollm2|tiny] [--rounds 3]
+    MKL_CBWR=AVX2 python benchmarks/cpu_few_rows.py      # with MKL's AVX2 path forced
+
+Run it as installed and with MKL_CBWR (app.cpu_regime.suggested_cbwr); the README's CPU regime
+section has the numbers measured on the dev CPUs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import app.lean as lean  # noqa: E402
+from app.knee import time_passes  # noqa: E402
+
+QS = [1, 2, 4, 8]
+FORMS = {"F.linear": 0, "few-row form": lean.FEW_ROWS}
+
+
+def load_target(name: str):
+    if name == "smollm2":
+        from demo_models.evaluate_smollm2 import load
+        return load("cpu").target
+    from app.models import load_pair
+    return load_pair().target
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=6)
+    args = ap.parse_args()
+    target = load_target(args.model)
+    times: dict[str, list[list[float]]] = {k: [] for k in FORMS}
+    for r in range(args.rounds):
+        for form, few in FORMS.items():
+            lean.FEW_ROWS = few
+            times[form].append(time_passes(target, device="cpu", batch=1, qs=QS, kv_len=64,
+                                           repeats=args.repeats, fast=True))
+            print(f"  round {r + 1} {form}: " + ", ".join(f"{t * 1e3:.1f}" for t in times[form][-1]) + " ms", flush=True)
+    med = {form: [statistics.median(t[i] for t in rows) for i in range(len(QS))] for form, rows in times.items()}
+    print(f"\n{args.model} target, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"ISA {torch.backends.cpu.get_cpu_capability()}, MKL_CBWR={os.environ.get('MKL_CBWR')}; "
+          f"median of {args.rounds} rounds (ms)")
+    print(f"{'q':>3} | {'F.linear':>9} | {'few-row':>9} | F.linear / few-row | knee t(q)/t(1): F.linear, few-row")
+    old, new = med["F.linear"], med["few-row form"]
+    for i, q in enumerate(QS):
+        print(f"{q:>3} | {old[i] * 1e3:9.1f} | {new[i] * 1e3:9.1f} | {old[i] / new[i]:18.2f} | "
+              f"{old[i] / old[0]:.2f}, {new[i] / new[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
