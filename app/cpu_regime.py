@@ -6,7 +6,10 @@ runs fp32 matrix products with more than one row on a slow generic code path (me
 25-37 GFLOP/s against ~130 with MKL's AVX-512 path forced; ../shared/anchors/cpu_smollm2.md),
 so a verify pass of 5-8 tokens costs ~2x one token instead of ~1.1x. `MKL_CBWR=AVX512`
 (Intel MKL's documented Conditional Numerical Reproducibility setting), set before torch
-starts, selects the fast path: an opt-in fix, see the README's "CPU regime" section. The value
+starts, selects the fast path: an opt-in fix, see the README's "CPU regime" section. (The fast
+path's lean decoder, app/lean.py, computes products of up to 8 rows as (W @ x.T).T, which on an
+AVX2 EPYC avoided the slow path as installed: benchmarks/cpu_few_rows.py. The probe here times
+transformers' own forward, the path without that form.) The value
 suggested is the widest vector path the CPU has, as torch reports it (AVX512 or AVX2): on an
 AVX2-only EPYC measured later, MKL_CBWR=AVX512 is not a path that CPU has.
 
@@ -56,7 +59,9 @@ class Regime:
         if self.mkl and amd and not self.mkl_cbwr and self.suggested_cbwr:
             return (f"{self.label}: {cost}. On AMD CPUs the MKL inside torch runs multi-row fp32 "
                     "matrix products on a slow generic path; start the app with "
-                    f"MKL_CBWR={self.suggested_cbwr} to use its fast path (opt-in, see README: CPU regime).")
+                    f"MKL_CBWR={self.suggested_cbwr} to use its fast path (opt-in, see README: CPU regime); "
+                    "the Fast path's lean decoder computes few-row products in another form, which "
+                    "avoided the slow path on an AVX2 EPYC (benchmarks/cpu_few_rows.py).")
         return (f"{self.label}: {cost} (above {BEND_RATIO}x), so each extra drafted token costs "
                 "target time and speculation gains less here.")
 

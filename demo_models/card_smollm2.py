@@ -16,9 +16,10 @@ from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
 from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json",
-         "eval_mkl_avx2_fast_int8.json")  # the last: MKL_CBWR=AVX2 --fast --draft-int8, on an AVX2-only CPU
+         "eval_mkl_avx2_fast_int8.json", "eval_fast_int8.json")
+# the last two on an AVX2-only CPU: MKL_CBWR=AVX2 --fast --draft-int8, and --fast --draft-int8 as installed
 SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft",
-         "AVX2 CPU, fast, int8 draft")  # speed-table column labels
+         "AVX2 CPU, MKL_CBWR, fast, int8 draft", "AVX2 CPU, fast, int8 draft")  # speed-table column labels
 CARD = """# SmolLM2-135M-Instruct draft — model card
 
 <!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
@@ -90,17 +91,20 @@ the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et
 Where an evaluation measured it, the brackets hold α's 95% interval from a bootstrap over its
 replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not independent).
 
-| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) | another CPU: `MKL_CBWR=AVX2 --fast --draft-int8` |
-|---|---|---|---|---|---|
+| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) | another CPU: `MKL_CBWR=AVX2 --fast --draft-int8` | another CPU, as installed: `--fast --draft-int8` |
+|---|---|---|---|---|---|---|
 {eval_rows}
 
 Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
 The `--draft-int8` columns run this same draft with every weight matrix rounded to int8 per
 output row (`app.lean.Int8Weight`): a quarter of the bytes a single-token pass streams, hence
 their smaller c. It is a slightly different draft (its α is measured as it runs), and the output
-is still exactly the target's. The last column is the same configuration on another CPU, one
-without AVX-512 (where torch's int8 product and every pass are slower): the speed-ups belong to
-the CPU as much as to the pair.
+is still exactly the target's. The last two columns are that configuration on another CPU, one
+without AVX-512 (where torch's int8 product and every pass are slower), with and without
+MKL_CBWR: the speed-ups belong to the CPU as much as to the pair. They were measured after the
+fast path began computing products of up to 8 rows as (W @ x.T).T (`app.lean.few_rows_product`,
+which avoids MKL's slow few-row path there and made both the target's and the speculative
+passes faster), the AVX-512 columns before it: compare tokens/s within a column, not across CPUs.
 The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
 
 Speed at each γ (tokens/s, speculative ÷ plain in the same run):
