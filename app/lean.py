@@ -121,6 +121,7 @@ class Int8Weight:
 
 
 FEW_ROWS = 8  # decode, draft and verify passes (gamma + 1 <= 8 tokens at batch 1)
+STREAMING_BYTES = 32 << 20  # weights beyond this (a server CPU's L3 cache) stream from memory each pass
 
 
 def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -128,18 +129,24 @@ def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     row padded to two. Same products as F.linear (equal to ~1e-5), another MKL code path: on the
     2-core AMD EPYC (AVX2) dev CPU, F.linear's few-row fp32 product streamed the weights at about
     half the speed of this form, and as installed (no MKL_CBWR) took MKL's slow path for 2-8 rows
-    that this form avoids. Measured there (benchmarks/cpu_few_rows.py; the README's CPU regime)."""
+    that this form avoids. Measured there (benchmarks/cpu_few_rows.py; the README's CPU regime).
+    It pays for its extra calls (the copies in and out) only when the weights stream from
+    memory, so LeanModel asks for it (linear's few_rows) only for models whose weights exceed
+    STREAMING_BYTES. Measured on that CPU: SmolLM2 (540 MB) 88 -> 71 ms a one-token pass with
+    MKL_CBWR=AVX2; the embedded 1 x 128 draft (2.9 MB), median of 12 interleaved rounds, 0.96 ms
+    with F.linear and 1.10 in this form."""
     n = flat.shape[0]
     rows = (flat if n > 1 else torch.cat((flat, flat))).contiguous()   # [max(n, 2), in]
     return (w @ rows.T).T[:n].contiguous()                               # [n, out]
 
 
-def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, bias: torch.Tensor | None = None,
+           few_rows: bool = True) -> torch.Tensor:
     """x [..., in] @ w.T (+ bias) -> [..., out] in x's dtype, for a plain or an Int8Weight.
-    A plain fp32 product of at most FEW_ROWS rows on the CPU runs as few_rows_product."""
+    With few_rows, a plain fp32 product of 1..FEW_ROWS rows on the CPU runs as few_rows_product."""
     if not isinstance(w, Int8Weight):
         rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-        if x.device.type == "cpu" and x.dtype == torch.float32 and 0 < rows <= FEW_ROWS:
+        if few_rows and x.device.type == "cpu" and x.dtype == torch.float32 and 0 < rows <= FEW_ROWS:
             out = few_rows_product(x.reshape(rows, -1), w).reshape(*x.shape[:-1], -1)
             return out if bias is None else out + bias
         return F.linear(x, w, bias)
@@ -238,6 +245,8 @@ class LeanModel:
         # (SmolLM2's head: 10.3 vs 5.3 ms; the distilled draft's: 6.1 vs 1.9 ms, 2 threads).
         self.lm_head_t = self.lm_head.detach().T.contiguous() if self.lm_head.shape[0] >= HEAD_T_MIN_VOCAB else None
         self.int8 = int8
+        streamed = sum(t.numel() * t.element_size() for t in hf_model.parameters())
+        self.few_rows = streamed > STREAMING_BYTES  # few-row products in few_rows_product's form
         if int8:
             self.lm_head, self.lm_head_t = Int8Weight.of(self.lm_head), None
             for w in self.layers:
@@ -300,7 +309,7 @@ class LeanModel:
         7.0-8.5 ms transposed, 9.3-10.3 in the few-row form; two rows 10.8-14.9 transposed,
         8.6-10.2 in the few-row form."""
         if self.lm_head_t is None or h.shape[0] * h.shape[1] > 1:
-            return linear(h, self.lm_head, self.lm_head_bias)
+            return self._linear(h, self.lm_head, self.lm_head_bias)
         logits = h @ self.lm_head_t
         return logits if self.lm_head_bias is None else logits + self.lm_head_bias
 
@@ -326,25 +335,27 @@ class LeanModel:
         cache.keys[i, :, :, start:end] = ks
         cache.values[i, :, :, start:end] = vs
         out = self._sdpa(qs, cache.keys[i, :, :, :end], cache.values[i, :, :, :end], mask)
-        return linear(out.transpose(1, 2).reshape(b, q, -1), w.o, w.o_bias)
+        return self._linear(out.transpose(1, 2).reshape(b, q, -1), w.o, w.o_bias)
 
     def _qkv(self, w: _Layer, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """h [batch, q, hidden] -> q [batch, q, heads * head_dim], k and v [batch, q, kv_heads * head_dim]."""
         if w.qkv is None:
-            return linear(h, w.q, w.q_bias), linear(h, w.k, w.k_bias), linear(h, w.v, w.v_bias)
+            return self._linear(h, w.q, w.q_bias), self._linear(h, w.k, w.k_bias), self._linear(h, w.v, w.v_bias)
         kv = self.kv_heads * self.head_dim
-        parts = linear(h, w.qkv).split((kv * self.groups, kv, kv), dim=-1)
+        parts = self._linear(h, w.qkv).split((kv * self.groups, kv, kv), dim=-1)
         return tuple(t if bias is None else t + bias for t, bias in zip(parts, (w.q_bias, w.k_bias, w.v_bias)))
 
-    @staticmethod
-    def _mlp(w: _Layer, h: torch.Tensor) -> torch.Tensor:
+    def _linear(self, x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return linear(x, w, bias, few_rows=self.few_rows)
+
+    def _mlp(self, w: _Layer, h: torch.Tensor) -> torch.Tensor:
         """h [batch, q, hidden] (normed) -> down(silu(gate(h)) * up(h)) [batch, q, hidden]."""
         if w.gate_up is None:
-            gate, up = linear(h, w.gate, w.gate_bias), linear(h, w.up, w.up_bias)
+            gate, up = self._linear(h, w.gate, w.gate_bias), self._linear(h, w.up, w.up_bias)
         else:  # int8: one product, [batch, q, 2 * intermediate] -> two halves
-            gate, up = linear(h, w.gate_up).chunk(2, dim=-1)
+            gate, up = self._linear(h, w.gate_up).chunk(2, dim=-1)
             gate, up = (t if bias is None else t + bias for t, bias in ((gate, w.gate_bias), (up, w.up_bias)))
-        return linear(F.silu(gate) * up, w.down, w.down_bias)
+        return self._linear(F.silu(gate) * up, w.down, w.down_bias)
 
     def _sdpa(self, qs: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
               mask: torch.Tensor | None) -> torch.Tensor:

@@ -94,18 +94,31 @@ def check_schedule(model, batch: int = 1, seed: int = 0):
     assert seq.shape[1] == 14
 
 
-@pytest.mark.parametrize("few_rows", [lean_module.FEW_ROWS, 0], ids=["few-row form", "F.linear"])
+FORMS = {"F.linear": {}, "few-row form": {"STREAMING_BYTES": 0}}
+
+
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_logits_match_hf(kind, few_rows, monkeypatch):
-    """With products of up to FEW_ROWS rows in the few-row form (the default) and with F.linear
-    for every product (FEW_ROWS 0), every pass of the schedule gives HF's logits."""
-    monkeypatch.setattr(lean_module, "FEW_ROWS", few_rows)
+def test_logits_match_hf(kind, form, monkeypatch):
+    """With F.linear for every product (the default for these small models) and with products
+    of up to FEW_ROWS rows in the few-row form (as for models whose weights stream from memory),
+    every pass of the schedule gives HF's logits."""
+    for name, value in FORMS[form].items():
+        monkeypatch.setattr(lean_module, name, value)
     check_schedule(build(kind))
+
+
+def test_only_models_whose_weights_stream_use_the_few_row_form(monkeypatch):
+    model = build("llama-tied")
+    assert not LeanModel(model).few_rows  # ~0.2 MB of weights: cache-resident
+    monkeypatch.setattr(lean_module, "STREAMING_BYTES", 0)
+    assert LeanModel(model).few_rows
 
 
 def test_few_row_products_are_f_linears_and_wider_ones_are_f_linear():
     """app.lean.linear: fp32 products of 1..FEW_ROWS rows on the CPU run as few_rows_product
-    (equal to F.linear within reassociation), wider ones as F.linear itself; shape and bias kept."""
+    (equal to F.linear within reassociation), the others as F.linear itself, and every one with
+    few_rows=False; shape and bias kept."""
     gen = torch.Generator().manual_seed(0)
     w, bias = torch.randn(96, 40, generator=gen), torch.randn(96, generator=gen)
     for n in range(1, lean_module.FEW_ROWS + 3):
@@ -115,6 +128,7 @@ def test_few_row_products_are_f_linears_and_wider_ones_are_f_linear():
         assert got.is_contiguous()
         form = lean_module.few_rows_product if n <= lean_module.FEW_ROWS else F.linear
         assert torch.equal(got, form(x, w)), n
+        assert torch.equal(lean_module.linear(x, w, few_rows=False), F.linear(x, w)), n
     x = torch.randn(2, 3, 40, generator=gen)  # [batch, q, in]: 6 rows
     want = lean_module.few_rows_product(x.reshape(6, 40), w).reshape(2, 3, 96) + bias
     assert torch.equal(lean_module.linear(x, w, bias), want)
