@@ -166,6 +166,23 @@ def evaluate(pair, heldout: torch.Tensor, *, windows_n=24, samples_n=8, sample_t
     return result
 
 
+def code_version(root: Path | None = None) -> str | None:
+    """Which code an evaluation measured: the checkout's commit (short hash), + "+changes" when
+    its Python files differ from it; None outside a git checkout. (The evaluations write JSON
+    into the tracked draft directory, so only *.py files count as changes.)"""
+    import subprocess
+    root = root or Path(__file__).resolve().parents[1]
+    git = ["git", "-C", str(root)]
+    try:
+        head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        changed = subprocess.run(git + ["diff", "--name-only", "HEAD", "--", "*.py"], capture_output=True,
+                                 text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+changes" if changed else "")
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", choices=["embedded", "smollm2"], default="embedded")
@@ -191,6 +208,7 @@ def main(argv=None) -> dict:
     kw = dict(windows_n=6, samples_n=3, sample_tokens=64, speed_prompts=2, speed_tokens=32, rounds=1) if args.quick else {}
     t0 = time.time()
     result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "commit": code_version(),
               "target_params": pair.info["target_params"], "draft_params": pair.info["draft_params"],
               **evaluate(pair, heldout, **kw)}
     result["seconds"] = round(time.time() - t0, 1)

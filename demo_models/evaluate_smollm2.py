@@ -154,7 +154,9 @@ def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, d
     pair = load(device, draft)
     kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16, "rounds": 1} if quick else {}
     t0 = time.time()
+    from demo_models.evaluate import code_version
     result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
+              "commit": code_version(),  # which code measured it (the card's columns span commits)
               "cpu_isa": torch.backends.cpu.get_cpu_capability(),  # "AVX512", "AVX2", ...: speeds depend on it
               "mkl_cbwr": os.environ.get("MKL_CBWR"), "fast_path": fast, "draft_int8": int8, "target_params": pair.info["target_params"],
               "draft_params": pair.info["draft_params"], "target_weights": pair.info["weights"],

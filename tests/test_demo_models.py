@@ -59,6 +59,26 @@ def test_reduced_evaluation_reproduces_the_model_card_alpha(tmp_path):
     for t in ("T=1.0", "T=0.7"):
         assert abs(quick["heldout"]["alpha"][t] - card["heldout"]["alpha"][t]) < ALPHA_TOLERANCE
     assert quick["heldout"]["perplexity"]["target"] < 0.85 * quick["heldout"]["perplexity"]["draft"]
+    assert quick["commit"] == evaluate.code_version()  # which code measured it
+
+
+def test_code_version_names_the_commit_and_python_changes_only(tmp_path):
+    import subprocess
+
+    from demo_models.evaluate import code_version
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True, text=True)  # noqa: E731
+    assert code_version(tmp_path) is None  # not a checkout
+    git("init", "-q")
+    (tmp_path / "m.py").write_text("x = 1\n")
+    (tmp_path / "eval.json").write_text("{}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    head = git("rev-parse", "--short", "HEAD").stdout.strip()
+    assert code_version(tmp_path) == head
+    (tmp_path / "eval.json").write_text('{"new": 1}\n')  # an evaluation's own output: not a change
+    assert code_version(tmp_path) == head
+    (tmp_path / "m.py").write_text("x = 2\n")
+    assert code_version(tmp_path) == head + "+changes"
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

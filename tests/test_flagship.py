@@ -174,6 +174,7 @@ def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkey
     assert 0 < result["own_samples_T=0.7"]["alpha"] <= 1 and result["own_samples_T=0.7"]["positions"] > 0
     assert 0 < result["cost"]["c"] < 1 and result["greedy_identical"] is True
     assert result["best_greedy"]["gamma"] in (1, 2, 3, 4, 6) and result["regime"]["q"] == 8
+    assert result["commit"] == evaluate.code_version()  # which code measured it
     train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
     card = card_smollm2.CARD.format(**card_smollm2.values(train, [result] + [None] * (len(card_smollm2.EVALS) - 1)))
     assert f"{result['cost']['c']:.3f}" in card and "{" not in card
