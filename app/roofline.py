@@ -34,6 +34,7 @@ from app.hardware import Ceilings
 from app.trace import ForwardTiming
 
 OVERHEAD_FACTOR = 3.0
+BELOW_ROOF = 0.8  # a pass this far under its floor means the ceilings are too low
 BOUNDS = ("memory", "compute", "overhead")
 
 
@@ -72,6 +73,27 @@ def classify(seconds: float, flops: float, bytes: float, ceilings: Ceilings,
     return Placement(intensity=flops / bytes, achieved_flops_per_s=flops / seconds,
                      achieved_bytes_per_s=bytes / seconds, memory_floor_s=memory_floor,
                      compute_floor_s=compute_floor, bound=bound, ratio_to_floor=ratio)
+
+
+def ceilings_warning(ratios) -> str | None:
+    """A warning when a pass ran under BELOW_ROOF times its floor (ratios: seconds / max(floors)
+    of each pass): faster than the measured ceilings allow, so they are too low: measured while
+    the machine was slower (busy), and cached per device and dtype. None when every pass is at or
+    above its roof. Seen on the 2-core dev CPU: ceilings cached during a busy session (3.5 GB/s,
+    25 GFLOP/s) put a later quiet session's SmolLM2 passes at 0.5-0.7x their floor; re-measured
+    there: 20.6 GB/s, 99 GFLOP/s."""
+    worst = min(ratios, default=1.0)
+    if worst >= BELOW_ROOF:
+        return None
+    return (f"a pass ran at {worst:.2f}x its floor, faster than the measured ceilings allow: they are "
+            "too low (measured while the machine was busier, and cached). Re-measure them: "
+            "python -m app roofline --refresh")
+
+
+def forwards_warning(forwards, ceilings: Ceilings) -> str | None:
+    """ceilings_warning over annotated ForwardTimings (their flops and bytes filled in)."""
+    return ceilings_warning(f.seconds / max(floors(f.flops, f.bytes, ceilings))
+                            for f in forwards if f.bytes > 0 and f.seconds > 0)
 
 
 def annotate(forward: ForwardTiming, config, dtype_bytes: int, ceilings: Ceilings) -> Placement:

@@ -168,6 +168,10 @@ def place_passes(spec: str, device: str, dtype, ceilings) -> list[dict]:
               f"{place.compute_floor_s * 1e3:.3f} ms  x{place.ratio_to_floor:.1f}  {place.bound}")
         rows.append({"what": what, "batch": batch, "q": q, "kv_len": kv_len,
                      "seconds": seconds, **place.to_dict()})
+    from app.roofline import ceilings_warning
+    warning = ceilings_warning(r["ratio_to_floor"] for r in rows)
+    if warning:
+        print(f"warning     {warning}")
     return rows
 
 
@@ -199,9 +203,13 @@ def run_knee(args) -> int:
     regime = from_knee(result, ceilings.device_name)
     if regime is not None:
         print(f"regime      {regime.explanation}")
+    fast_regime = from_knee(fast, ceilings.device_name, fast=True) if fast is not None else None
+    if fast_regime is not None:
+        print(f"fast path   {fast_regime.explanation}")
     _write_json(args.json, {"model": args.model, "label": label, **result.to_dict(),
                             "regime": regime.to_dict() if regime else None,
-                            "fast": fast.to_dict() if fast is not None else None})
+                            "fast": fast.to_dict() if fast is not None else None,
+                            "fast_regime": fast_regime.to_dict() if fast_regime else None})
     return 0
 
 
@@ -225,7 +233,9 @@ def format_knee(result) -> str:
     lines += ["batch sweep:"] * bool(result.batch_rows) + [line(r) for r in result.batch_rows]
     bend = (f"bend at q={result.bend} (first t(q)/t(1) > {result.bend_ratio})" if result.bend
             else f"no bend: t(q)/t(1) stayed <= {result.bend_ratio}")
-    return "\n".join(lines + [bend])
+    from app.roofline import ceilings_warning
+    warning = ceilings_warning(r.ratio_to_floor for r in result.rows + result.batch_rows)
+    return "\n".join(lines + [bend] + ([f"warning: {warning}"] if warning else []))
 
 
 def _rate(value: float | None, unit: str) -> str:

@@ -57,6 +57,25 @@ def test_probe_times_the_model_once_per_setting(tiny_pair, monkeypatch):
     assert first.visible == (first.ratio <= BEND_RATIO)
 
 
+def test_a_fast_path_run_gets_the_fast_paths_regime(tiny_pair, monkeypatch):
+    """probe(fast=True) times the fast path (its own cache entry), and a hidden knee there is
+    not blamed on MKL's slow path: the fast path's few-row form does not take it."""
+    import torch
+
+    from app import knee
+    calls, original = [], knee.time_passes
+    monkeypatch.setattr(knee, "time_passes", lambda *a, **k: calls.append(k["fast"]) or original(*a, **k))
+    cpu_regime._probes.pop(tiny_pair.target, None)
+    eager = cpu_regime.probe(tiny_pair.target, "cpu", "test cpu")
+    fast = cpu_regime.probe(tiny_pair.target, "cpu", "test cpu", fast=True)
+    assert calls == [False, True] and fast is not eager and fast.fast and not eager.fast
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    slow = {1: 1.0, 8: 2.0}
+    assert "MKL_CBWR" in cpu_regime.from_times(slow, "AMD EPYC").explanation or not torch.backends.mkl.is_available()
+    on_fast = cpu_regime.from_times(slow, "AMD EPYC", fast=True)
+    assert not on_fast.visible and "MKL" not in on_fast.explanation and "gains less" in on_fast.explanation
+
+
 def test_the_roofline_prints_the_verdict_escaped():
     from visualizations import roofline_figure
     note = cpu_regime.from_times({1: 1.0, 8: 2.0}, "AMD <b>EPYC</b>").explanation + " <script>"

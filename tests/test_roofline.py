@@ -3,7 +3,7 @@ import pytest
 
 from app.costmodel import forward_cost
 from app.hardware import Ceilings
-from app.roofline import BOUNDS, OVERHEAD_FACTOR, annotate, classify
+from app.roofline import BOUNDS, OVERHEAD_FACTOR, annotate, ceilings_warning, classify, forwards_warning
 from app.shapes import load_shape_config
 from app.trace import ForwardTiming
 
@@ -76,6 +76,21 @@ def test_annotate_fills_the_forward_in_place():
     assert fwd.bound == placement.bound == "memory" and fwd.bound in BOUNDS
     assert set(placement.to_dict()) == {"intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
                                         "memory_floor_s", "compute_floor_s", "bound", "ratio_to_floor"}
+
+
+def test_passes_under_their_floor_say_the_ceilings_are_too_low():
+    """A pass cannot beat its floor; one that does (ratio < BELOW_ROOF) means the ceilings were
+    measured low (a busy machine, then cached)."""
+    import dataclasses
+    assert ceilings_warning([1.0, 2.5, 0.85]) is None and ceilings_warning([]) is None
+    message = ceilings_warning([1.2, 0.53])
+    assert "0.53x its floor" in message and "python -m app roofline --refresh" in message
+    cfg = load_shape_config("llama-3.1-8b")
+    fwd = ForwardTiming(model="target", phase="verify", batch=1, tokens=5, kv_len=512, seconds=0.0063)
+    annotate(fwd, cfg, 2, H200)  # the H200 anchor: 1.7x its memory floor
+    assert forwards_warning([fwd], H200) is None
+    low = dataclasses.replace(H200, measured_bytes_per_s=H200.measured_bytes_per_s / 4)
+    assert "too low" in forwards_warning([fwd], low)
 
 
 @pytest.fixture

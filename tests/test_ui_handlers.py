@@ -138,6 +138,20 @@ def test_updates_are_paced_by_their_measured_cost(tiny_pair, fake_ceilings, trac
     assert state.frame_s == pytest.approx(handlers.COST_X * 0.05)  # text pacing untouched
 
 
+def test_the_roofline_note_says_once_when_the_ceilings_are_too_low(tiny_pair, fake_ceilings, trace):
+    import dataclasses
+    low = dataclasses.replace(fake_ceilings, measured_bytes_per_s=1e6, measured_flops_per_s=1e6)
+    state = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, low)
+    state.view(trace, "decoding", charts=True)
+    note = state.roof["note"]
+    assert "too low" in note and "python -m app roofline --refresh" in note
+    state.view(trace, "decoding", charts=True)
+    assert state.roof["note"] == note  # said once
+    fine = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, fake_ceilings)
+    fine.view(trace, "decoding", charts=True)
+    assert "note" not in fine.roof  # passes at or above their floors: nothing to say
+
+
 # --------------------------------------------------------------------------- the decode generator
 
 def test_decode_streams_then_ends_with_marker_and_exports(tiny_pair, fake_ceilings):

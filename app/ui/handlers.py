@@ -38,7 +38,7 @@ from app.engine import run, summarize
 from app.models import ModelLoadError, resolve_device
 from app.timing import same_threads
 from app.trace import Trace
-from app import annotate, cpu_regime
+from app import annotate, cpu_regime, roofline
 from app.ui import turns
 from app.validation import InputError
 from demo_models.presets import PRESETS
@@ -373,6 +373,7 @@ class _Run:
         self.req, self.pair, self.ceilings = req, pair, ceilings
         self.annotate = annotate.Annotator(pair, ceilings)
         self.roof = ceilings.to_dict()  # what the roofline figure and the API show
+        self.warned = False  # whether the note already says the ceilings are too low
         if regime is not None:  # app.cpu_regime: is the knee visible on this CPU?
             self.roof |= {"note": regime.explanation, "cpu_regime": regime.to_dict()}
         self.start = time.perf_counter()
@@ -395,6 +396,9 @@ class _Run:
     def _with_charts(self, view: View, trace: Trace) -> View:
         began = time.perf_counter()
         self.annotate.trace(trace)
+        warning = None if self.warned else roofline.forwards_warning(trace.all_forwards(), self.ceilings)
+        if warning:  # stale ceilings: say so on the plot, once
+            self.roof["note"], self.warned = " ".join(filter(None, (self.roof.get("note"), warning))), True
         view = view._replace(
             timeline=viz.step_timeline(trace),
             roofline=viz.roofline_figure(trace.all_forwards(), self.roof),
@@ -474,7 +478,7 @@ def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
     regime = None
     if pair.device == "cpu":
         progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?")
-        regime = cpu_regime.probe(pair.target, pair.device, ceilings.device_name)
+        regime = cpu_regime.probe(pair.target, pair.device, ceilings.device_name, fast=req.settings.fast)
     return pair, ids, ceilings, regime
 
 
