@@ -7,8 +7,8 @@ interleaved, so background load hits them alike), their ratio, and t(q) / t(1) (
     python benchmarks/cpu_few_rows.py [--model smollm2|tiny] [--rounds 3]
     MKL_CBWR=AVX2 python benchmarks/cpu_few_rows.py      # with MKL's AVX2 path forced
 
-Run it as installed and with MKL_CBWR (app.cpu_regime.suggested_cbwr); the README's CPU regime
-section has the numbers measured on the dev CPUs.
+Run it as installed and with MKL_CBWR (app.cpu_regime.suggested_cbwr); the README ("Few-row
+products in another form") has the numbers measured on the AVX2 dev CPU.
 """
 from __future__ import annotations
 
