@@ -144,20 +144,24 @@ def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (w @ rows.T).T[:n].contiguous()                               # [n, out]
 
 
+def plus_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """out [..., out] + bias [out], or out itself when the layer has no bias."""
+    return out if bias is None else out + bias
+
+
 def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, bias: torch.Tensor | None = None,
            few_rows: bool = True) -> torch.Tensor:
     """x [..., in] @ w.T (+ bias) -> [..., out] in x's dtype, for a plain or an Int8Weight.
     With few_rows, a plain fp32 product of 1..FEW_ROWS rows on the CPU runs as few_rows_product."""
     if not isinstance(w, Int8Weight):
-        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-        if few_rows and x.device.type == "cpu" and x.dtype == torch.float32 and 0 < rows <= FEW_ROWS:
-            out = few_rows_product(x.reshape(rows, -1), w).reshape(*x.shape[:-1], -1)
-            return out if bias is None else out + bias
+        if few_rows and x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[-1]:
+            rows = x.numel() // x.shape[-1]
+            if 0 < rows <= FEW_ROWS:
+                return plus_bias(few_rows_product(x.reshape(rows, -1), w).reshape(*x.shape[:-1], -1), bias)
         return F.linear(x, w, bias)
     flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)                       # [n, in]
     out = torch.ops.aten._weight_int8pack_mm(flat, w.data, w.scale).to(x.dtype)  # [n, out]
-    out = out.reshape(*x.shape[:-1], -1)
-    return out if bias is None else out + bias
+    return plus_bias(out.reshape(*x.shape[:-1], -1), bias)
 
 
 @dataclass(slots=True)
@@ -315,7 +319,7 @@ class LeanModel:
         if self.lm_head_t is None or h.shape[0] * h.shape[1] > 1:
             return self._linear(h, self.lm_head, self.lm_head_bias)
         logits = h @ self.lm_head_t
-        return logits if self.lm_head_bias is None else logits + self.lm_head_bias
+        return plus_bias(logits, self.lm_head_bias)
 
     __call__ = forward
 
@@ -347,7 +351,7 @@ class LeanModel:
             return self._linear(h, w.q, w.q_bias), self._linear(h, w.k, w.k_bias), self._linear(h, w.v, w.v_bias)
         kv = self.kv_heads * self.head_dim
         parts = self._linear(h, w.qkv).split((kv * self.groups, kv, kv), dim=-1)
-        return tuple(t if bias is None else t + bias for t, bias in zip(parts, (w.q_bias, w.k_bias, w.v_bias)))
+        return tuple(plus_bias(t, bias) for t, bias in zip(parts, (w.q_bias, w.k_bias, w.v_bias)))
 
     def _linear(self, x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
         return linear(x, w, bias, few_rows=self.few_rows)
@@ -358,7 +362,7 @@ class LeanModel:
             gate, up = self._linear(h, w.gate, w.gate_bias), self._linear(h, w.up, w.up_bias)
         else:  # int8: one product, [batch, q, 2 * intermediate] -> two halves
             gate, up = self._linear(h, w.gate_up).chunk(2, dim=-1)
-            gate, up = (t if bias is None else t + bias for t, bias in ((gate, w.gate_bias), (up, w.up_bias)))
+            gate, up = plus_bias(gate, w.gate_bias), plus_bias(up, w.up_bias)
         return self._linear(F.silu(gate) * up, w.down, w.down_bias)
 
     def _sdpa(self, qs: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
