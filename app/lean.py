@@ -125,23 +125,31 @@ class Int8Weight:
 
 
 FEW_ROWS = 8  # decode, draft and verify passes (gamma + 1 <= 8 tokens at batch 1)
+# Row counts computed one row wider: n + 1 rows ran faster than n (the extra row a copy of the
+# first, its output dropped). One row padded to two since a0698b2; the lean SmolLM2 target on the
+# AVX2 EPYC, benchmarks/cpu_few_rows.py --padding (median of 3 interleaved rounds): 3 rows 103 ->
+# 86 ms as installed, 106 -> 86 with MKL_CBWR=AVX2; 7 rows 150 -> 128 and 145 -> 130. Padding
+# the other counts gains nothing there (5 rows cost 107-112 ms, 6 rows 122-131).
+PADDED_ROWS = {1: 2, 3: 4, 7: 8}
 STREAMING_BYTES = 32 << 20  # weights beyond this (a server CPU's L3 cache) stream from memory each pass
 
 
 def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """flat [n, in] (1 <= n <= FEW_ROWS) @ w.T -> [n, out], computed as (w @ flat.T).T with one
-    row padded to two. Same products as F.linear (equal to ~1e-5), another MKL code path: on the
-    2-core AMD EPYC (AVX2) dev CPU, F.linear's few-row fp32 product streamed the weights at about
-    half the speed of this form, and as installed (no MKL_CBWR) took MKL's slow path for 2-8 rows
-    that this form avoids. Measured there (benchmarks/cpu_few_rows.py; README: "Few-row products").
-    It pays for its extra calls (the copies in and out) only when the weights stream from
-    memory, so LeanModel asks for it (linear's few_rows) only for models whose weights exceed
-    STREAMING_BYTES. Measured on that CPU: SmolLM2 (540 MB) 88 -> 71 ms a one-token pass with
-    MKL_CBWR=AVX2; the embedded 1 x 128 draft (2.9 MB), median of 12 interleaved rounds, 0.96 ms
-    with F.linear and 1.10 in this form."""
+    """flat [n, in] (1 <= n <= FEW_ROWS) @ w.T -> [n, out], computed as (w @ flat.T).T, padded
+    by one row for the counts in PADDED_ROWS (1 to 2, 3 to 4, 7 to 8). Same products as
+    F.linear (equal to ~1e-5), another MKL code path: on the 2-core AMD EPYC (AVX2) dev CPU,
+    F.linear's few-row fp32 product streamed the weights at about half the speed of this form,
+    and as installed (no MKL_CBWR) took MKL's slow path for 2-8 rows that this form avoids.
+    Measured there (benchmarks/cpu_few_rows.py; README: "Few-row products"). It pays for its
+    extra calls (the copies in and out) only when the weights stream from memory, so LeanModel
+    asks for it (linear's few_rows) only for models whose weights exceed STREAMING_BYTES.
+    Measured on that CPU: SmolLM2 (540 MB) 88 -> 71 ms a one-token pass with MKL_CBWR=AVX2; the
+    embedded 1 x 128 draft (2.9 MB), median of 12 interleaved rounds, 0.96 ms with F.linear and
+    1.10 in this form."""
     n = flat.shape[0]
-    rows = (flat if n > 1 else torch.cat((flat, flat))).contiguous()   # [max(n, 2), in]
-    return (w @ rows.T).T[:n].contiguous()                               # [n, out]
+    pad = PADDED_ROWS.get(n, n) - n
+    rows = (torch.cat((flat, flat[:pad])) if pad else flat).contiguous()  # [n + pad, in]
+    return (w @ rows.T).T[:n].contiguous()                                # [n, out]
 
 
 def plus_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

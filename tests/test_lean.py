@@ -136,6 +136,34 @@ def test_few_row_products_are_f_linears_and_wider_ones_are_f_linear():
     assert torch.equal(lean_module.linear(half, w.to(torch.bfloat16)), F.linear(half, w.to(torch.bfloat16)))
 
 
+class _MatmulShapes(torch.overrides.TorchFunctionMode):
+    """Records the shape of the right operand of every `@` inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.right: list[tuple[int, ...]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.Tensor.__matmul__, torch.Tensor.matmul, torch.matmul):
+            self.right.append(tuple(args[1].shape))
+        return func(*args, **(kwargs or {}))
+
+
+def test_few_row_form_pads_the_row_counts_in_padded_rows():
+    """1, 3 and 7 rows are computed one row wider (copies of the first row, outputs dropped),
+    the other counts as they are; the result is each row's own product either way."""
+    gen = torch.Generator().manual_seed(1)
+    w = torch.randn(96, 40, generator=gen)
+    assert lean_module.PADDED_ROWS == {1: 2, 3: 4, 7: 8}
+    for n in range(1, lean_module.FEW_ROWS + 1):
+        x = torch.randn(n, 40, generator=gen)
+        with _MatmulShapes() as seen:
+            got = lean_module.few_rows_product(x, w)
+        assert seen.right == [(40, lean_module.PADDED_ROWS.get(n, n))], n
+        assert got.shape == (n, 96) and got.is_contiguous()
+        torch.testing.assert_close(got, F.linear(x, w), atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("kind", ["llama-tied", "qwen2"])
 def test_batch_of_two(kind):
     check_schedule(build(kind, seed=1), batch=2, seed=3)
