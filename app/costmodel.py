@@ -138,26 +138,29 @@ class Cost:
 
 
 def forward_cost(config, batch: int, q: int, kv_len: int, dtype_bytes: int,
-                 weight_bytes: float | None = None) -> Cost:
+                 weight_bytes: float | None = None, logits: bool = True) -> Cost:
     """Cost of a forward of `batch` x `q` new tokens over `kv_len` cached tokens per sequence.
 
     dtype_bytes: bytes per weight / KV / activation element (2 for bf16/fp16, 4 for fp32).
     weight_bytes: bytes per weight element when the weights differ (1 for int8 weights; their
     per-row scales, one per `hidden` or more elements, are left out); default dtype_bytes.
+    logits=False: a pass that only fills the KV cache (app.models.fill_cache): no lm_head
+    product, matrix read or logits written.
     """
     weight_bytes = dtype_bytes if weight_bytes is None else weight_bytes
     d = dims(config)
     tokens = batch * q  # positions every linear layer processes
     per_layer_mm = sum(i * o for i, o in _layer_matrices(d))  # (tokens, in) @ (in, out)
-    linear = 2 * tokens * (d.layers * per_layer_mm + d.hidden * d.vocab + _feature_matrix(d))  # lm_head: (hidden, vocab)
+    head = d.hidden * d.vocab  # lm_head: (hidden, vocab)
+    linear = 2 * tokens * (d.layers * per_layer_mm + (head if logits else 0) + _feature_matrix(d))
     attention = 2 * 2 * batch * d.heads * q * (kv_len + q) * d.head_dim * d.layers
     kv_row = d.layers * 2 * d.kv_heads * d.head_dim  # K and V elements per cached position
     return Cost(
         linear_flops=float(linear), attention_flops=float(attention),
-        weights_bytes=float(_weights_read(d, batch, q) * weight_bytes),
+        weights_bytes=float((_weights_read(d, batch, q) - (0 if logits else head)) * weight_bytes),
         kv_read_bytes=float(batch * kv_len * kv_row * dtype_bytes),
         kv_write_bytes=float(tokens * kv_row * dtype_bytes),
-        activation_bytes=float(tokens * _activation_elems(d) * dtype_bytes))
+        activation_bytes=float(tokens * (_activation_elems(d) - (0 if logits else d.vocab)) * dtype_bytes))
 
 
 def _weights_read(d: Dims, batch: int, q: int) -> int:

@@ -65,8 +65,8 @@ class ModelDrafter:
         if len(ids) < 2:
             return []
         prompt = torch.tensor([ids[:-1]], device=self.device)  # [1, n - 1]
-        _, timing = timed_forward(self.model, prompt, self.cache, self.device,
-                                  model_name="draft", phase="prefill")
+        _, timing = timed_forward(self.model, prompt, self.cache, self.device,  # no logits: none is read
+                                  model_name="draft", phase="prefill", logits=False)
         return [self._marked(timing)]
 
     def _marked(self, timing: ForwardTiming) -> ForwardTiming:

@@ -153,10 +153,12 @@ def _fast_path(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings)
 
 def _target_pass(pair: ModelPair, x: torch.Tensor, cache, phase: str, drafter):
     """The target's timed forward of x [1, q]: (logits [1, q, vocab], timing). A drafter that
-    reads the target's features (app.feature_draft) is handed them, [q, hidden]."""
+    reads the target's features (app.feature_draft) is handed them, [q, hidden]. A prefill
+    computes no logits (none is read: the first step feeds the prompt's last token)."""
     observe = getattr(drafter, "observe", None)
     if observe is None:
-        return timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase)
+        return timed_forward(pair.target, x, cache, pair.device, model_name="target", phase=phase,
+                             logits=phase != "prefill")
     (logits, hidden), timing = timed_forward(pair.target, x, cache, pair.device, model_name="target",
                                              phase=phase, hidden=True)
     observe(hidden[0])

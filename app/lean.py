@@ -297,11 +297,12 @@ class LeanModel:
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, cache: LeanCache, extra: torch.Tensor | None = None,
-                hidden: bool = False):
+                hidden: bool = False, logits: bool = True):
         """input_ids [batch, q] at positions cache.length .. +q-1 -> logits [batch, q, vocab];
         writes their keys/values into `cache` and advances cache.length by q.
         extra [batch, q, hidden] is added to the token embeddings (a feature draft's input,
-        app/feature_draft.py); hidden=True returns (logits, final-normed hidden [batch, q, hidden])."""
+        app/feature_draft.py); hidden=True returns (logits, final-normed hidden [batch, q, hidden]);
+        logits=False fills the cache only and returns None (app.models.fill_cache)."""
         start, q = cache.length, input_ids.shape[1]
         if start + q > cache.max_len or input_ids.shape[0] != cache.batch:
             raise ValueError(f"input {tuple(input_ids.shape)} at position {start} does not fit a cache "
@@ -315,6 +316,8 @@ class LeanModel:
             x = x + self._attention(w, rms_norm(x, w.norm1, self.eps), cache, i, cos, sin, mask)
             x = x + self._mlp(w, rms_norm(x, w.norm2, self.eps))
         cache.length = start + q
+        if not logits:
+            return None
         h = rms_norm(x, self.norm, self.eps)                        # [batch, q, hidden]
         return (self._logits(h), h) if hidden else self._logits(h)
 

@@ -100,7 +100,8 @@ def annotate(forward: ForwardTiming, config, dtype_bytes: int, ceilings: Ceiling
     """Fill forward.flops, forward.bytes and forward.bound IN PLACE (the engine already holds
     the ForwardTiming inside its StepEvent) and return the full Placement."""
     weight_bytes = 1 if forward.weights == "int8" else None  # int8 weights: 1 byte each
-    cost = forward_cost(config, forward.batch, forward.tokens, forward.kv_len, dtype_bytes, weight_bytes)
+    cost = forward_cost(config, forward.batch, forward.tokens, forward.kv_len, dtype_bytes, weight_bytes,
+                        logits=forward.logits)
     placement = classify(forward.seconds, cost.flops, cost.bytes, ceilings)
     forward.flops, forward.bytes, forward.bound = cost.flops, cost.bytes, placement.bound
     return placement

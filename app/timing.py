@@ -10,7 +10,7 @@ import time
 import torch
 
 from app.hardware import synchronize
-from app.models import cache_len, forward
+from app.models import cache_len, fill_cache, forward
 from app.trace import ForwardTiming
 
 
@@ -27,16 +27,19 @@ def same_threads() -> None:
 
 
 def timed_forward(model, input_ids: torch.Tensor, cache, device: str, *, model_name: str,
-                  phase: str, hidden: bool = False) -> tuple:
+                  phase: str, hidden: bool = False, logits: bool = True) -> tuple:
     """One forward of input_ids [batch, q] over `cache`; logits [batch, q, vocab] + its timing.
-    hidden=True: (logits, hidden states) + its timing (app.models.forward)."""
+    hidden=True: (logits, hidden states) + its timing (app.models.forward); logits=False: the
+    cache filled without the output layer (app.models.fill_cache), None + its timing."""
     batch, q = input_ids.shape
-    return timed_call(lambda: forward(model, input_ids, cache, hidden=hidden), device,
-                      model_name=model_name, phase=phase, batch=batch, tokens=q, kv_len=cache_len(cache))
+    run = (lambda: forward(model, input_ids, cache, hidden=hidden)) if logits else \
+        (lambda: fill_cache(model, input_ids, cache))
+    return timed_call(run, device, model_name=model_name, phase=phase, batch=batch, tokens=q,
+                      kv_len=cache_len(cache), logits=logits)
 
 
 def timed_call(run, device: str, *, model_name: str, phase: str, batch: int, tokens: int,
-               kv_len: int) -> tuple:
+               kv_len: int, logits: bool = True) -> tuple:
     """run()'s result and a ForwardTiming of it, the device synchronised before and after."""
     synchronize(device)
     start = time.perf_counter()
@@ -44,4 +47,4 @@ def timed_call(run, device: str, *, model_name: str, phase: str, batch: int, tok
     synchronize(device)
     seconds = time.perf_counter() - start
     return out, ForwardTiming(model=model_name, phase=phase, batch=batch, tokens=tokens,
-                              kv_len=kv_len, seconds=seconds)
+                              kv_len=kv_len, seconds=seconds, logits=logits)

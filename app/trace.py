@@ -28,6 +28,8 @@ class ForwardTiming:
     flops / bytes: the cost model's estimate (app.hardware), 0 when not computed.
     bound: "memory", "compute" or "overhead", classified from `seconds` (app.hardware).
     weights: "int8" when the pass ran int8 weights (app.lean.Int8Weight), else "" (the run's dtype).
+    logits: False when the pass only filled the KV cache, without the output layer (a prefill
+    whose logits nobody reads: app.models.fill_cache); the cost model prices it so.
     """
     model: str
     phase: str
@@ -39,6 +41,7 @@ class ForwardTiming:
     bytes: float = 0.0
     bound: str = ""
     weights: str = ""
+    logits: bool = True
 
 
 @dataclass

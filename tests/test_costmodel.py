@@ -65,6 +65,29 @@ def test_flops_match_flop_counter(name):
         assert cost.attention_flops == pytest.approx(total - linear, rel=0.05), (batch, q, kv_len)
 
 
+@pytest.mark.parametrize("name", ["llama", "llama-tied", "qwen2"])
+def test_a_pass_without_logits_is_priced_without_the_head(name):
+    """app.models.fill_cache (a prefill that only fills the cache): torch's counter sees no
+    lm_head product, and the cost model leaves out its FLOPs, its matrix and the logits."""
+    from transformers import DynamicCache
+
+    from app.models import fill_cache
+    model, d = build(name), dims(CONFIGS[name]())
+    for batch, q, kv_len in PASSES:
+        cache = DynamicCache()
+        if kv_len:
+            fill_cache(model, torch.randint(0, d.vocab, (batch, kv_len)), cache)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            fill_cache(model, torch.randint(0, d.vocab, (batch, q)), cache)
+        full, bare = (forward_cost(model.config, batch, q, kv_len, 4, logits=x) for x in (True, False))
+        assert bare.flops == pytest.approx(counter.get_total_flops(), rel=0.05), (batch, q, kv_len)
+        assert full.linear_flops - bare.linear_flops == 2 * batch * q * d.hidden * d.vocab
+        assert full.weights_bytes - bare.weights_bytes == 4 * d.hidden * d.vocab
+        assert full.activation_bytes - bare.activation_bytes == 4 * batch * q * d.vocab
+        assert bare.kv_read_bytes == full.kv_read_bytes and bare.kv_write_bytes == full.kv_write_bytes
+
+
 def test_sdpa_on_cpu_counts_linear_layers_only():
     """Documents the counter's blind spot that the comparison above avoids."""
     total, linear = counted_flops(build("llama", attn="sdpa"), 2, 3, 5)

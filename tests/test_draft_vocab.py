@@ -7,7 +7,7 @@ import torch
 from app.draft_vocab import DraftVocab
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
 from app.lessons.lossless import lossless
-from app.models import forward, load_pair, new_cache
+from app.models import fill_cache, forward, load_pair, new_cache
 
 PROMPT = "It is a truth"
 
@@ -62,6 +62,19 @@ def test_logits_are_the_full_drafts_on_kept_tokens_and_minus_inf_elsewhere(parti
     assert small.shape == full.shape
     assert torch.isneginf(small[:, ~kept]).all()
     assert torch.allclose(small[:, kept], full[:, kept], atol=1e-5)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_prefill_without_logits_maps_the_targets_ids_too(partial, tiny_pair, fast):
+    """app.models.fill_cache feeds the draft its own rows, as forward does: same cache, same
+    next logits (an excluded id among the prompt's takes the "other" row)."""
+    pair, excluded, _ = partial
+    ids = torch.tensor([tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"] + excluded])
+    make = (lambda: new_cache(pair.draft, 64)) if fast else new_cache
+    filled, forwarded = make(), make()
+    fill_cache(pair.draft, ids[:, :-1], filled)
+    forward(pair.draft, ids[:, :-1], forwarded)
+    assert torch.equal(forward(pair.draft, ids[:, -1:], filled), forward(pair.draft, ids[:, -1:], forwarded))
 
 
 @pytest.mark.parametrize("fast", [False, True])

@@ -4,12 +4,13 @@ dynamic caches; on a machine without CUDA nothing is compiled and the app says s
 replay itself needs a GPU: benchmarks/gpu_knee.py measures it there.)"""
 import pytest
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 from transformers import StaticCache
 
 from app import fastpath, lean
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
 from app.knee import time_passes
-from app.models import cache_len, forward, new_cache
+from app.models import cache_len, fill_cache, forward, new_cache
 
 PROMPT = "It is a truth universally acknowledged, that"
 
@@ -58,6 +59,48 @@ def test_fast_caches_hold_exactly_the_accepted_prefix(tiny_pair, fast_kind):
     events = list(speculative_generate(tiny_pair, ids, settings, after_step=check))
     assert len(seen) == len(events) > 3
     assert any(e.n_accepted < e.gamma for e in events)  # rollbacks happened
+
+
+@pytest.mark.parametrize("kind", ["eager", "lean", "lean int8", "static"])
+def test_fill_cache_leaves_the_cache_as_a_forward_does(tiny_pair, kind, monkeypatch):
+    """A prefill without logits (app.models.fill_cache) writes the same keys and values as a
+    forward, so the next pass's logits are the same; on every kind of cache, and through a
+    partial-vocabulary draft's input mapping (tests/test_draft_vocab.py runs the engine on one)."""
+    if kind == "static":
+        monkeypatch.setattr(lean, "supports", lambda config: False)
+    model, int8 = (tiny_pair.draft, True) if kind == "lean int8" else (tiny_pair.target, False)
+    ids = torch.tensor([tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]])  # [1, n]
+    make = (lambda: new_cache()) if kind == "eager" else (lambda: new_cache(model, 64, int8=int8))
+    filled, forwarded = make(), make()
+    with FlopCounterMode(display=False) as without:
+        assert fill_cache(model, ids[:, :-1], filled) is None
+    with FlopCounterMode(display=False) as with_logits:
+        forward(model, ids[:, :-1], forwarded)
+    assert cache_len(filled) == cache_len(forwarded) == ids.shape[1] - 1
+    if not int8:  # torch counts fp32 products (not the int8 kernel): the difference is the head's
+        head = 2 * (ids.shape[1] - 1) * model.config.hidden_size * model.config.vocab_size
+        assert with_logits.get_total_flops() - without.get_total_flops() == head
+    torch.testing.assert_close(forward(model, ids[:, -1:], filled), forward(model, ids[:, -1:], forwarded),
+                               atol=0, rtol=0)
+
+
+def test_prefills_compute_no_logits(tiny_pair, fast_kind):
+    """The engine's prefills (target and draft) run without the output layer, and say so in
+    their timings; every later pass computes logits."""
+    calls = []
+    hooks = [m.get_output_embeddings().register_forward_hook(lambda *a, name=name: calls.append(name))
+             for name, m in (("target", tiny_pair.target), ("draft", tiny_pair.draft))]
+    try:
+        events = list(speculative_generate(tiny_pair, tiny_pair.tokenizer(PROMPT)["input_ids"],
+                                           DecodeSettings(gamma=3, max_new_tokens=12, fast=fast_kind == "static")))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    forwards = [f for e in events for f in e.forwards]
+    assert [f.logits for f in forwards if f.phase == "prefill"] == [False, False]
+    assert all(f.logits for f in forwards if f.phase != "prefill")
+    if fast_kind == "static":  # eager modules run (the lean decoder does not call them)
+        assert len(calls) == len(forwards) - 2
 
 
 def test_without_cuda_nothing_is_compiled_and_the_note_says_so(tiny_pair):
