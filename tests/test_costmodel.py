@@ -65,7 +65,7 @@ def test_flops_match_flop_counter(name):
         assert cost.attention_flops == pytest.approx(total - linear, rel=0.05), (batch, q, kv_len)
 
 
-@pytest.mark.parametrize("name", ["llama", "llama-tied", "qwen2"])
+@pytest.mark.parametrize("name", ["llama", "llama-tied", "qwen2", "gpt2", "gpt_neox"])
 def test_a_pass_without_logits_is_priced_without_the_head(name):
     """app.models.fill_cache (a prefill that only fills the cache): torch's counter sees no
     lm_head product, and the cost model leaves out its FLOPs, its matrix and the logits."""
