@@ -179,6 +179,7 @@ def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkey
     card = card_smollm2.CARD.format(**card_smollm2.values(train, [result] + [None] * (len(card_smollm2.EVALS) - 1)))
     assert f"{result['cost']['c']:.3f}" in card and "{" not in card
     assert f"| CPU | {result['regime']['device_name']} ({result['cpu_isa']}) | — |" in card
+    assert f"| code (commit) | {result['commit']} | — |" in card
 
 
 @needs_package
