@@ -192,6 +192,13 @@ def test_roofline_hover_names_int8_weights(trace):
     assert "draft model (int8 weights)" in texts["draft"] and "int8" not in texts["verify"]
 
 
+def test_roofline_hover_names_a_pass_without_logits(trace):
+    passes = [replace(f, logits=False) if f.phase == "prefill" else f for f in trace.forwards()]
+    texts = {t.meta["phase"]: t.text[0] for t in by_role(roofline_figure(passes, CEILINGS), "forward")}
+    assert "prefill (KV cache only, no output layer)" in texts["prefill"]
+    assert "output layer" not in texts["verify"] + texts["draft"]
+
+
 def test_roofline_roofs_and_ridges():
     fig = roofline_figure([], CEILINGS)
     roofs = {t.meta["kind"]: t for t in by_role(fig, "roof")}

@@ -82,7 +82,8 @@ def _ridge_marker(kind: str, peak: float, bw: float) -> go.Scatter:
 
 def _hover(f: ForwardTiming) -> str:
     weights = " (int8 weights)" if f.weights == "int8" else ""
-    return (f"{f.model} model{weights}, {f.phase}<br>batch {f.batch} × {f.tokens} token(s), "
+    head = "" if f.logits else " (KV cache only, no output layer)"
+    return (f"{f.model} model{weights}, {f.phase}{head}<br>batch {f.batch} × {f.tokens} token(s), "
             f"kv_len {f.kv_len}<br>time {f.seconds * 1e3:.2f} ms<br>"
             f"achieved {f.flops / f.seconds / 1e9:,.2f} GFLOP/s, "
             f"{f.bytes / f.seconds / 1e9:,.2f} GB/s<br>bound: {f.bound or '—'}")
