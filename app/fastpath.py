@@ -88,12 +88,30 @@ def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1, int8: bool =
         raise InputError("int8 draft weights run on the lean decoder only: a Llama-family draft "
                          "on a CPU, with the fast path on")
     if uses_lean(model):
-        runners = _lean[int8]
-        if model not in runners:
-            runners[model] = lean.LeanModel(model, int8=int8)
-        return runners[model].new_cache(batch, min(max_len, runners[model].max_positions))
+        runner = _runner(model, int8)
+        return runner.new_cache(batch, min(max_len, runner.max_positions))
     from transformers import StaticCache
     return StaticCache(config=model.config, max_cache_len=max_len)
+
+
+def _runner(model: torch.nn.Module, int8: bool) -> lean.LeanModel:
+    """The LeanModel that runs `model` (built once per model and int8 setting, then reused)."""
+    runners = _lean[int8]
+    if model not in runners:
+        runners[model] = lean.LeanModel(model, int8=int8)
+    return runners[model]
+
+
+def prepare(model: torch.nn.Module, device: str, int8: bool = False) -> None:
+    """Build now what the fast path will run `model` with, so that a timed run does not pay
+    for it: the LeanModel (its int8 weights quantised, the output matrix transposed) or the
+    compiled wrapper. Measured on the AVX2 dev CPU: SmolLM2's LeanModel took 178 ms to build,
+    its draft's with int8 weights 113 ms, and a first speculative run that built both inside
+    its clock ran at half the speed of the same run repeated (5.7 against 11.2 tokens/s).
+    (A compiled model still compiles on its first pass of each size.)"""
+    enable(model, device)
+    if uses_lean(model):
+        _runner(model, int8)
 
 
 def enable(model: torch.nn.Module, device: str) -> None:

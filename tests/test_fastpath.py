@@ -103,6 +103,28 @@ def test_prefills_compute_no_logits(tiny_pair, fast_kind):
         assert len(calls) == len(forwards) - 2
 
 
+def test_a_run_builds_its_fast_path_runners_before_its_clock_starts(tiny_pair, monkeypatch):
+    """engine.run builds the lean runners (the draft's int8 weights quantised) before it reads
+    the clock, so a first run is not charged for them while the baseline after it is not."""
+    import time
+
+    import app.engine as engine
+    for runners in fastpath._lean.values():  # as if this process had never run these models
+        for model in (tiny_pair.target, tiny_pair.draft):
+            runners.pop(model, None)
+    built = []
+
+    class Clock:
+        def perf_counter(self):
+            built.append((tiny_pair.target in fastpath._lean[False], tiny_pair.draft in fastpath._lean[True]))
+            return time.perf_counter()
+    monkeypatch.setattr(engine, "time", Clock())
+    ids = tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
+    settings = DecodeSettings(gamma=2, max_new_tokens=6, fast=True, draft_int8=True)
+    list(engine.run(tiny_pair, ids, PROMPT, settings, baseline=True))
+    assert built and all(b == (True, True) for b in built)
+
+
 def test_without_cuda_nothing_is_compiled_and_the_note_says_so(tiny_pair):
     fastpath.enable(tiny_pair.target, "cpu")
     assert tiny_pair.target not in fastpath._compiled
