@@ -139,21 +139,20 @@ def _pieces(decoder, ids, proposal, verdict, emitted, p_display, step) -> list[P
 
 
 def _fast_path(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings) -> int | None:
-    """With settings.fast: compile both models where CUDA graphs exist (app.fastpath.enable)
-    and return the static caches' length (prompt + new tokens + the widest verify pass)."""
+    """With settings.fast: the models the run uses prepared (prepare: already done, and cheap to
+    repeat, when run() called it) and the static caches' length (prompt + new tokens + the
+    widest verify pass)."""
     if not settings.fast:
         return None
-    from app.fastpath import enable
     from app.validation import MAX_GAMMA
-    for model in (pair.target, pair.draft):
-        if model is not None:
-            enable(model, pair.device)
+    prepare(pair, settings)
     return len(prompt_ids) + settings.max_new_tokens + MAX_GAMMA + 1
 
 
 def prepare(pair: ModelPair, settings: DecodeSettings) -> None:
-    """With settings.fast, build both models' fast-path runners now (app.fastpath.prepare), so
-    that the first timed run does not include building them while the baseline after it does not."""
+    """With settings.fast, ready the fast path of the models this run uses (app.fastpath.prepare:
+    compiled where CUDA graphs exist, lean runners built on a CPU). run() calls it before its
+    clock starts, so a first run is not charged for what a baseline run after it reuses."""
     if not settings.fast:
         return
     from app.fastpath import prepare as prepare_model

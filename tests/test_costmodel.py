@@ -38,18 +38,23 @@ def build(name, attn="eager"):
     return AutoModelForCausalLM.from_config(CONFIGS[name](), attn_implementation=attn).eval()
 
 
+def _model_pass(model, input_ids, cache) -> None:
+    model(input_ids=input_ids, cache=cache, use_cache=True)
+
+
 @torch.inference_mode()
-def counted_flops(model, batch, q, kv_len) -> tuple[int, int]:
-    """(total, linear-only) FLOPs torch counts for a q-token forward over a kv_len cache."""
+def counted_flops(model, batch, q, kv_len, run=_model_pass) -> tuple[int, int]:
+    """(total, linear-only) FLOPs torch counts for a q-token pass run(model, ids, cache) over a
+    kv_len cache (default: the model's own forward)."""
     from transformers import DynamicCache
 
     vocab = model.config.vocab_size
     cache = DynamicCache()
     if kv_len:
-        model(input_ids=torch.randint(0, vocab, (batch, kv_len)), cache=cache, use_cache=True)
+        _model_pass(model, torch.randint(0, vocab, (batch, kv_len)), cache)
     counter = FlopCounterMode(display=False)
     with counter:
-        model(input_ids=torch.randint(0, vocab, (batch, q)), cache=cache, use_cache=True)
+        run(model, torch.randint(0, vocab, (batch, q)), cache)
     ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
     return counter.get_total_flops(), ops.get("aten.mm", 0) + ops.get("aten.addmm", 0)
 
@@ -69,19 +74,12 @@ def test_flops_match_flop_counter(name):
 def test_a_pass_without_logits_is_priced_without_the_head(name):
     """app.models.fill_cache (a prefill that only fills the cache): torch's counter sees no
     lm_head product, and the cost model leaves out its FLOPs, its matrix and the logits."""
-    from transformers import DynamicCache
-
     from app.models import fill_cache
     model, d = build(name), dims(CONFIGS[name]())
     for batch, q, kv_len in PASSES:
-        cache = DynamicCache()
-        if kv_len:
-            fill_cache(model, torch.randint(0, d.vocab, (batch, kv_len)), cache)
-        counter = FlopCounterMode(display=False)
-        with counter:
-            fill_cache(model, torch.randint(0, d.vocab, (batch, q)), cache)
+        total, _ = counted_flops(model, batch, q, kv_len, run=fill_cache)
         full, bare = (forward_cost(model.config, batch, q, kv_len, 4, logits=x) for x in (True, False))
-        assert bare.flops == pytest.approx(counter.get_total_flops(), rel=0.05), (batch, q, kv_len)
+        assert bare.flops == pytest.approx(total, rel=0.05), (batch, q, kv_len)
         assert full.linear_flops - bare.linear_flops == 2 * batch * q * d.hidden * d.vocab
         assert full.weights_bytes - bare.weights_bytes == 4 * d.hidden * d.vocab
         assert full.activation_bytes - bare.activation_bytes == 4 * batch * q * d.vocab
