@@ -124,9 +124,10 @@ def replies(model, tok, prompts: list[str], temperature: float, batch: int, seed
 
 
 @torch.inference_mode()
-def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, seed: int) -> list[dict]:
+def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, seed: int,
+                   bf16: bool = False) -> list[dict]:
     """Random CORPUS_WINDOW-token windows of the corpus with the teacher's top-K at every
-    position (first = 0). Not time-capped: like rebuilding recorded replies it is one forward
+    position (first = 0); the decoder under bf16 autocast where `bf16` (teacher_hidden). Not time-capped: like rebuilding recorded replies it is one forward
     pass over fixed inputs, and a shard cut short would be cached and reused as if whole (the
     rebuild alone can outlast the data stage's cap on a slower CPU: on an AVX2 EPYC, beside other
     jobs, one 80,000-token shard of the 1.5M-token record took 12 minutes)."""
@@ -136,14 +137,22 @@ def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, see
     out = []
     for i in range(0, n_windows, batch):
         x = torch.stack([ids[s:s + CORPUS_WINDOW] for s in starts[i:i + batch]])  # [b, W]
-        tk_ids, tk_lp = topk_of(model(input_ids=x).logits)                     # [b, W, K]
+        tk_ids, tk_lp = topk_of(model.lm_head(teacher_hidden(model, bf16, input_ids=x)))  # [b, W, K]
         out += [{"ids": x[b], "first": 0, "tk_ids": tk_ids[b], "tk_lp": tk_lp[b]} for b in range(len(x))]
         print(f"  corpus: {len(out)}/{n_windows} windows", flush=True)
     return out
 
 
+def teacher_hidden(model, bf16: bool, **inputs) -> torch.Tensor:
+    """The teacher's last hidden state [b, L, d], fp32; its decoder under bf16 autocast where
+    `bf16` (`--teacher-bf16`: about 2x faster on a CPU with bf16 dot products, e.g. an AVX-512
+    EPYC; the output layer and the log-softmax stay fp32, applied by the caller)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        return model.model(**inputs).last_hidden_state.float()
+
+
 @torch.inference_mode()
-def teacher_topk(model, examples: list[dict], batch: int) -> list[dict]:
+def teacher_topk(model, examples: list[dict], batch: int, bf16: bool = False) -> list[dict]:
     """Recorded replies ({"ids" [L], "first"}: demo_models/teacher_record.py) with the teacher's
     top-K at their reply positions first .. L - 2 added, as replies() kept them from generate's
     logits, by one forward per batch of similar lengths instead of sampling again (right-padded,
@@ -158,7 +167,7 @@ def teacher_topk(model, examples: list[dict], batch: int) -> list[dict]:
         mask = torch.zeros_like(ids)
         for b, e in enumerate(rows):
             ids[b, :len(e["ids"])], mask[b, :len(e["ids"])] = e["ids"], 1
-        h = model.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, width, d]
+        h = teacher_hidden(model, bf16, input_ids=ids, attention_mask=mask)      # [b, width, d]
         spans = [(e["first"], len(e["ids"]) - 1) for e in rows]                  # reply positions
         h = torch.cat([h[b, f:end] for b, (f, end) in enumerate(spans)])        # [n, d]: no prompt or pad
         tk_ids, tk_lp = topk_of(model.lm_head(h))                               # [n, K]
@@ -251,7 +260,8 @@ def make_data(args) -> None:
     log = json.loads(log_path.read_text()) if log_path.is_file() else {}
     if "runs" not in log:  # none yet, or one run's flat log
         log = {"runs": [{k: log[k] for k in ("command", "threads", "seconds")}] if "seconds" in log else []}
-    rebuild = lambda recorded: teacher_topk(model, recorded, args.batch)  # noqa: E731
+    rebuild = lambda recorded: teacher_topk(model, recorded, args.batch, args.teacher_bf16)  # noqa: E731
+    autocast = {"teacher_autocast": "bf16"} if args.teacher_bf16 else {}
     held, _ = _shard(out / "heldout.pt", lambda: replies(model, tok, heldout_prompts()[:args.heldout], 0.7,
                                                          args.batch, 99, deadline),
                      rebuild, record_path("heldout.pt", args.record))
@@ -261,15 +271,18 @@ def make_data(args) -> None:
         before = log.get("replies", {}).get(key, {})
         part, how = _shard(out / file, lambda a=asked, t=temp, s=seed: replies(model, tok, a, t, args.batch, s, deadline),
                            rebuild, record_path(file, args.record), before.get("seconds"))
-        shards[key] = {**before, **_summary(part, len(asked)), **how}
+        shards[key] = {**before, **_summary(part, len(asked)), **how,
+                       **(autocast if "rebuilt_from_record_seconds" in how else {})}
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
+    corpus_cached = (out / "corpus.pt").is_file()
     corpus, _ = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
-                                                                 args.batch, 7))
+                                                                 args.batch, 7, args.teacher_bf16))
     log["runs"].append({"command": "python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
                         "threads": torch.get_num_threads(), "seconds": round(time.time() - t0, 1)})
     log.update(top_k=TOP_K, max_new=MAX_NEW, heldout_examples=len(held),
                replies={**log.get("replies", {}), **shards},  # shards made by earlier runs keep their lines
                corpus_windows=len(corpus), corpus_window_tokens=CORPUS_WINDOW,
+               **({"corpus_teacher_autocast": "bf16"} if args.teacher_bf16 and not corpus_cached else {}),
                teacher_seconds=round(sum(r["seconds"] for r in log["runs"]), 1))
     log_path.write_text(json.dumps(log, indent=1) + "\n")
     print(f"teacher data in {out}: {log}")
@@ -621,6 +634,9 @@ def parse_args(argv=None):
     ap.add_argument("--tvd", type=float, default=0.0,
                     help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
     ap.add_argument("--tvd-temperature", type=float, default=0.7)
+    ap.add_argument("--teacher-bf16", action="store_true",
+                    help="data: rebuild recorded replies and corpus windows with the teacher's decoder under "
+                    "bf16 autocast (output layer fp32; recorded in the data log); sampling stays fp32")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=bf16,
                     help="train under bf16 autocast (train_step); default: whether oneDNN has bf16 kernels "
                     f"for this CPU (cpu_has_bf16: {'yes' if bf16 else 'no'} here)")

@@ -135,3 +135,24 @@ def test_corpus_windows_are_whole_with_the_teachers_topk_at_every_position(teach
     assert windows[3]["tk_ids"].shape == (16, distill.TOP_K) and torch.equal(windows[3]["tk_ids"], ids)
     again = distill.corpus_windows(teacher, CharTokenizer(), texts, n_windows=5, batch=3, seed=7)
     assert all(torch.equal(a["ids"], b["ids"]) for a, b in zip(windows, again))
+
+
+def test_a_bf16_teacher_runs_its_decoder_in_bf16_and_its_output_layer_in_fp32(teacher):
+    """`--teacher-bf16`: the decoder under bf16 autocast (its top-K log-probs move, a little),
+    the output layer and log-softmax in fp32; without it the rebuild is bit-for-bit fp32."""
+    ids = torch.tensor([3 + (7 * i) % 37 for i in range(30)])
+    recorded = [{"ids": ids, "first": 4}, {"ids": ids[:20], "first": 2}]
+    seen = []
+    hook = teacher.lm_head.register_forward_hook(lambda m, i, out: seen.append((i[0].dtype, out.dtype)))
+    try:
+        exact = distill.teacher_topk(teacher, recorded, batch=2)
+        fast = distill.teacher_topk(teacher, recorded, batch=2, bf16=True)
+    finally:
+        hook.remove()
+    assert seen == [(torch.float32, torch.float32)] * 2
+    gap = max((a["tk_lp"].float() - b["tk_lp"].float()).abs().max().item() for a, b in zip(exact, fast))
+    assert 0 < gap < 0.1
+    with torch.inference_mode():
+        h = teacher.model(input_ids=ids[None]).last_hidden_state
+        assert not torch.equal(distill.teacher_hidden(teacher, True, input_ids=ids[None]), h)
+        assert torch.equal(distill.teacher_hidden(teacher, False, input_ids=ids[None]), h)
