@@ -182,7 +182,8 @@ def _rounds(replies: dict) -> str:
 def _teacher_time(data: dict) -> str:
     """How long the teacher took: the reply shards' own sampling times where the data log has
     every one (distill_smollm2._shard), and how long rebuilding them from their record of
-    token ids took (demo_models/teacher_record.py); else every data run's seconds added up."""
+    token ids took (demo_models/teacher_record.py) and with what precision; else every data run's
+    seconds added up."""
     threads = f"{data['runs'][0]['threads']} CPU threads" if data.get("runs") else "the CPU"
     shards = data["replies"].values()
     if not all(v.get("seconds") for v in shards):
@@ -192,6 +193,10 @@ def _teacher_time(data: dict) -> str:
     if rebuilt:
         text += (f"; {len(rebuilt)} of the {len(shards)} shards were rebuilt from their record of token ids"
                  f" (`demo_models/smollm2_replies/`) in {sum(rebuilt) / 60:.0f} min, a forward pass instead of sampling")
+    bf16 = sum(v.get("teacher_autocast") == "bf16" for v in shards)
+    if bf16:
+        text += (f" ({bf16} of them{' and the corpus windows' if data.get('corpus_teacher_autocast') else ''}"
+                 " with the teacher's decoder under bf16 autocast, `--teacher-bf16`: output layer fp32)")
     return text
 
 

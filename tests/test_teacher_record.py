@@ -113,7 +113,9 @@ def test_model_card_quotes_sampling_and_rebuild_times():
                                               "rebuilt_from_record_seconds": 300.0}}}
     text = card_smollm2._teacher_time(log)
     assert text.startswith("sampling the replies took 30 min on 2 CPU threads") and "1 of the 2 shards" in text
-    assert "in 5 min" in text
+    assert "in 5 min" in text and "autocast" not in text
+    log["replies"]["wide topics, T=0.7"]["teacher_autocast"] = "bf16"
+    assert "(1 of them with the teacher's decoder under bf16 autocast" in card_smollm2._teacher_time(log)
     assert "2,255 more (451 further topics" in card_smollm2._wide(log["replies"])
     del log["replies"]["T=0.7"]["seconds"]        # a shard made before shards logged their time
     assert card_smollm2._teacher_time(log) == "100 min on 2 CPU threads"
