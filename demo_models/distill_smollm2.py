@@ -12,16 +12,17 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      a better draft: README), then wide_prompts() at T = 0.7 (451 more topics, once each: the
      largest step in alpha of the routes tried; --wide-rounds 0 leaves them out, the previous
      draft's recipe; --wide-rounds 2 adds wide_prompts(1), 639 further topics x 3 templates: sampled
-     and recorded, not yet in a shipped draft). The shipped draft saw all of it except wide
-     round 2. At every generated position the top-K of the target's log-distribution is kept.
+     and recorded; a draft trained on it too was not shipped: README). The shipped draft saw
+     all of it except wide round 2. At every generated position the top-K of the target's log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
      stopped by its time cap saves what it made, and a rerun makes only the missing shards.
      The sampled replies' token ids are also kept in the repository (`--record`,
      demo_models/teacher_record.py); on a machine without the cache a shard found there is
      rebuilt by one forward pass over its ids (teacher_topk), not sampled again; `--teacher-bf16`
-     runs that pass's decoder under bf16 autocast (2.2x faster on an AVX-512 EPYC, top-K within
-     0.0065 of fp32's in total variation; the data log says which shards it made).
+     runs that pass's decoder under bf16 autocast (2.0x faster on an AVX-512 EPYC after
+     warm-up, top-K within 0.0065 of fp32's in total variation; the data log says which shards
+     it made).
   2. train: the draft keeps the DRAFT_VOCAB tokens with the most teacher mass (app/draft_vocab.py;
      exact for any kept set). A narrow Llama over them with tied embeddings, initialised with
      the target's embedding rows projected on their top principal directions (SVD), trained by
@@ -147,7 +148,7 @@ def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, see
 
 def teacher_hidden(model, bf16: bool, **inputs) -> torch.Tensor:
     """The teacher's last hidden state [b, L, d], fp32; its decoder under bf16 autocast where
-    `bf16` (`--teacher-bf16`: about 2x faster on a CPU with bf16 dot products, e.g. an AVX-512
+    `bf16` (`--teacher-bf16`: 2.0x faster on a CPU with bf16 dot products, e.g. an AVX-512
     EPYC; the output layer and the log-softmax stay fp32, applied by the caller)."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         return model.model(**inputs).last_hidden_state.float()
