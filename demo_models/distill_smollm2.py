@@ -13,7 +13,8 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      largest step in alpha of the routes tried; --wide-rounds 0 leaves them out, the previous
      draft's recipe; --wide-rounds 2 adds wide_prompts(1), 639 further topics x 3 templates: sampled
      and recorded; a draft trained on it too was not shipped: README). The shipped draft saw
-     all of it except wide round 2. At every generated position the top-K of the target's log-distribution is kept.
+     all of it except wide round 2. At every generated position the top-K of the target's
+     log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
      stopped by its time cap saves what it made, and a rerun makes only the missing shards.
@@ -130,8 +131,8 @@ def replies(model, tok, prompts: list[str], temperature: float, batch: int, seed
 def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, seed: int,
                    bf16: bool = False) -> list[dict]:
     """Random CORPUS_WINDOW-token windows of the corpus with the teacher's top-K at every
-    position (first = 0); the decoder under bf16 autocast where `bf16` (teacher_hidden). Not time-capped: like rebuilding recorded replies it is one forward
-    pass over fixed inputs, and a shard cut short would be cached and reused as if whole (the
+    position (first = 0); the decoder under bf16 autocast where `bf16` (teacher_hidden). Not
+    time-capped: like rebuilding recorded replies it is one forward pass over fixed inputs, and a shard cut short would be cached and reused as if whole (the
     rebuild alone can outlast the data stage's cap on a slower CPU: on an AVX2 EPYC, beside other
     jobs, one 80,000-token shard of the 1.5M-token record took 12 minutes)."""
     ids = torch.tensor(tok("\n\n".join(texts), add_special_tokens=False)["input_ids"])
@@ -264,8 +265,9 @@ def make_data(args) -> None:
     if "runs" not in log:  # none yet, or one run's flat log
         log = {"runs": [{k: log[k] for k in ("command", "threads", "seconds")}] if "seconds" in log else []}
     rebuild = lambda recorded: teacher_topk(model, recorded, args.batch, args.teacher_bf16)  # noqa: E731
-    autocast = {"teacher_autocast": "bf16"} if args.teacher_bf16 else {}
-    held, _ = _shard(out / "heldout.pt", lambda: replies(model, tok, heldout_prompts()[:args.heldout], 0.7,
+    # which shards this run's forward passes made under --teacher-bf16 (_shard's `how`; sampling stays fp32)
+    bf16 = lambda how, made="rebuilt_from_record_seconds": args.teacher_bf16 and made in how  # noqa: E731
+    held, held_how = _shard(out / "heldout.pt", lambda: replies(model, tok, heldout_prompts()[:args.heldout], 0.7,
                                                          args.batch, 99, deadline),
                      rebuild, record_path("heldout.pt", args.record))
     shards = {}
@@ -275,17 +277,17 @@ def make_data(args) -> None:
         part, how = _shard(out / file, lambda a=asked, t=temp, s=seed: replies(model, tok, a, t, args.batch, s, deadline),
                            rebuild, record_path(file, args.record), before.get("seconds"))
         shards[key] = {**before, **_summary(part, len(asked)), **how,
-                       **(autocast if "rebuilt_from_record_seconds" in how else {})}
+                       **({"teacher_autocast": "bf16"} if bf16(how) else {})}
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
-    corpus_cached = (out / "corpus.pt").is_file()
-    corpus, _ = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
+    corpus, corpus_how = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
                                                                  args.batch, 7, args.teacher_bf16))
     log["runs"].append({"command": "python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
                         "threads": torch.get_num_threads(), "seconds": round(time.time() - t0, 1)})
     log.update(top_k=TOP_K, max_new=MAX_NEW, heldout_examples=len(held),
                replies={**log.get("replies", {}), **shards},  # shards made by earlier runs keep their lines
                corpus_windows=len(corpus), corpus_window_tokens=CORPUS_WINDOW,
-               **({"corpus_teacher_autocast": "bf16"} if args.teacher_bf16 and not corpus_cached else {}),
+               **{f"{name}_teacher_autocast": "bf16" for name, made in
+                  (("heldout", bf16(held_how)), ("corpus", bf16(corpus_how, "seconds"))) if made},
                teacher_seconds=round(sum(r["seconds"] for r in log["runs"]), 1))
     log_path.write_text(json.dumps(log, indent=1) + "\n")
     print(f"teacher data in {out}: {log}")

@@ -158,3 +158,25 @@ def test_a_bf16_teacher_runs_its_decoder_in_bf16_and_its_output_layer_in_fp32(te
         h = teacher.model(input_ids=ids[None]).last_hidden_state
         assert not torch.equal(distill.teacher_hidden(teacher, True, input_ids=ids[None]), h)
         assert torch.equal(distill.teacher_hidden(teacher, False, input_ids=ids[None]), h)
+
+
+def test_the_data_log_marks_what_a_teacher_bf16_run_made(teacher, tmp_path, monkeypatch):
+    """make_data end to end on the tiny teacher, every reply shard recorded: with
+    `--teacher-bf16` the rebuilt reply shard, the held-out shard and the corpus windows are
+    marked in the data log; without it, in a fresh cache, none is."""
+    monkeypatch.setattr(distill, "load_teacher", lambda: (teacher, CharTokenizer()))
+    monkeypatch.setattr(distill, "MORE_ROUNDS", 0)
+    monkeypatch.setattr(distill, "CORPUS_WINDOW", 16)
+    record = tmp_path / "record"
+    for file in ("heldout.pt", "replies_T0.7.pt"):
+        save_record([{"ids": torch.tensor([5, 6, 7, 8, 9, 10]), "first": 2}], record_path(file, record), 1.0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("It is a truth universally acknowledged, that a single man in possession", encoding="utf-8")
+    for flag, cache in (["--teacher-bf16"], "bf16"), ([], "fp32"):
+        distill.make_data(distill.parse_args(
+            ["data", "--cache", str(tmp_path / cache), "--record", str(record), "--corpus", str(corpus),
+             "--temperatures", "0.7", "--wide-rounds", "0", "--corpus-windows", "3", "--heldout", "1", *flag]))
+        log = json.loads((tmp_path / cache / "data_log.json").read_text())
+        marks = {k for k in log if k.endswith("teacher_autocast")} | {
+            key for key, v in log["replies"].items() if v.get("teacher_autocast") == "bf16"}
+        assert marks == ({"heldout_teacher_autocast", "corpus_teacher_autocast", "T=0.7"} if flag else set())
