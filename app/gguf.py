@@ -157,13 +157,28 @@ def _forget_quantizer(model) -> None:
         del model.config.quantization_config
 
 
+def load_draft(draft: str | os.PathLike, tokenizer, device: str, torch_dtype):
+    """A draft for the flagship from its directory, on device in torch_dtype; ModelLoadError
+    when the directory holds no model or its tokenizer is not SmolLM2's (`tokenizer`)."""
+    from transformers import AutoTokenizer
+
+    from app.models import ModelLoadError, load_model, same_tokenizer
+    if not (Path(draft) / "config.json").is_file():
+        raise ModelLoadError(f"no draft model in {draft}: train it with "
+                             "`python -m demo_models.distill_smollm2 data` and `... train`")
+    if not same_tokenizer(tokenizer, AutoTokenizer.from_pretrained(str(draft))):
+        raise ModelLoadError(f"the tokenizer in {draft} is not SmolLM2's: speculative decoding "
+                             "needs one shared vocabulary")
+    return load_model(str(draft), device, torch_dtype)
+
+
 def load_gguf_pair(device: str = "auto", dtype: str = "auto", progress: Progress = None,
                    draft: str | os.PathLike | None = None):
     """The flagship as a ModelPair: the dequantised GGUF target and, when `draft` (a model
     directory, e.g. demo_models/smollm2_draft) is given, its distilled draft; without one, n-gram
     drafting only. ModelLoadError, naming the one-line install command, when the package is
     missing, and when the draft's tokenizer is not the target's."""
-    from app.models import ModelLoadError, ModelPair, load_model, resolve_device, resolve_dtype, same_tokenizer
+    from app.models import ModelLoadError, ModelPair, resolve_device, resolve_dtype
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     path = find_smollm2_gguf()
@@ -178,16 +193,7 @@ def load_gguf_pair(device: str = "auto", dtype: str = "auto", progress: Progress
     except (OSError, ValueError, ImportError) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"{path.name} could not be loaded: {first}") from exc
-    draft_model = None
-    if draft is not None:
-        from transformers import AutoTokenizer
-        if not (Path(draft) / "config.json").is_file():
-            raise ModelLoadError(f"no draft model in {draft}: train it with "
-                                 "`python -m demo_models.distill_smollm2 data` and `... train`")
-        if not same_tokenizer(tokenizer, AutoTokenizer.from_pretrained(str(draft))):
-            raise ModelLoadError(f"the tokenizer in {draft} is not SmolLM2's: speculative decoding "
-                                 "needs one shared vocabulary")
-        draft_model = load_model(str(draft), device, torch_dtype)
+    draft_model = None if draft is None else load_draft(draft, tokenizer, device, torch_dtype)
     info = {"target_params": model.num_parameters(),
             "draft_params": draft_model.num_parameters() if draft_model is not None else 0,
             "load_seconds": round(time.perf_counter() - t0, 2), "weights": WEIGHTS_NOTE,

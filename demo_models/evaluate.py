@@ -38,6 +38,24 @@ def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
     return gamma + 1.0 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
+def _picks(replies: int, draws: int, seed: int) -> torch.Tensor:
+    """[draws, replies] reply indices drawn with replacement: one bootstrap resample per row."""
+    return torch.randint(0, replies, (draws, replies), generator=torch.Generator().manual_seed(seed))
+
+
+def _resampled_means(per_reply: list[torch.Tensor], pick: torch.Tensor) -> torch.Tensor:
+    """The mean over all positions of each resample: pick [draws, r] -> [draws]."""
+    sums = torch.tensor([float(v.sum()) for v in per_reply], dtype=torch.float64)      # [r]
+    counts = torch.tensor([len(v) for v in per_reply], dtype=torch.float64)            # [r]
+    return sums[pick].sum(1) / counts[pick].sum(1).clamp_min(1)                       # [draws]
+
+
+def _percentiles(values: torch.Tensor, level: float) -> tuple[float, float]:
+    qs = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    low, high = torch.quantile(values, qs)
+    return round(low.item(), 4), round(high.item(), 4)
+
+
 def bootstrap_ci(per_reply: list[torch.Tensor], level: float = 0.95, draws: int = 2000,
                  seed: int = 0) -> tuple[float, float]:
     """A percentile bootstrap interval for the mean over all positions of per-position values
@@ -45,13 +63,24 @@ def bootstrap_ci(per_reply: list[torch.Tensor], level: float = 0.95, draws: int 
     positions of one reply are not independent (a draft that loses the thread loses it for the
     rest of the reply), so the reply is the unit (Efron & Tibshirani 1993, ch. 13). Returns
     (low, high)."""
-    sums = torch.tensor([float(v.sum()) for v in per_reply], dtype=torch.float64)      # [r]
-    counts = torch.tensor([len(v) for v in per_reply], dtype=torch.float64)            # [r]
-    pick = torch.randint(0, len(per_reply), (draws, len(per_reply)),
-                         generator=torch.Generator().manual_seed(seed))                # [draws, r]
-    means = sums[pick].sum(1) / counts[pick].sum(1).clamp_min(1)                       # [draws]
-    low, high = torch.quantile(means, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
-    return round(low.item(), 4), round(high.item(), 4)
+    return _percentiles(_resampled_means(per_reply, _picks(len(per_reply), draws, seed)), level)
+
+
+def paired_bootstrap_diff(a: list[torch.Tensor], b: list[torch.Tensor], level: float = 0.95,
+                          draws: int = 2000, seed: int = 0) -> dict:
+    """b's mean minus a's, over all positions, where a[i] and b[i] ([n_i] each) are the same
+    reply's per-position values under two drafts; its percentile bootstrap interval resamples
+    the same replies for both (Efron & Tibshirani 1993, ch. 13), so what every draft finds easy
+    or hard in a reply cancels and the interval is narrower than either mean's own. Returns
+    {"diff", "ci": (low, high) at `level`, "share_b_le_a": the share of resamples in which b <= a}."""
+    if len(a) != len(b) or any(len(x) != len(y) for x, y in zip(a, b)):
+        raise ValueError("paired values need the same replies with the same positions on both sides")
+    pick = _picks(len(a), draws, seed)
+    diffs = _resampled_means(b, pick) - _resampled_means(a, pick)                     # [draws]
+    whole = torch.arange(len(a))[None]                                                 # [1, r]: no resampling
+    diff = (_resampled_means(b, whole) - _resampled_means(a, whole)).item()
+    return {"diff": round(diff, 4), "ci": _percentiles(diffs, level),
+            "share_b_le_a": round((diffs <= 0).double().mean().item(), 4)}
 
 
 @torch.inference_mode()

@@ -94,18 +94,26 @@ def cost(pair, fast: bool = False, int8: bool = False) -> dict:
     return cost_ratio(pair, fast=fast, int8=int8, time_draft=time_draft)
 
 
-def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
-                int8: bool = False) -> dict:
-    """alpha and greedy agreement over the reply positions only (the draft never learned to
-    predict the prompt): logits at positions P - 1 .. L - 2 of each [1, L] sample, with alpha's
-    95% interval by a bootstrap over the replies (demo_models.evaluate.bootstrap_ci). int8: the
-    draft as it runs with int8 weights."""
+def reply_alphas(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
+                 int8: bool = False) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per reply, over its reply positions only (the draft never learned to predict the
+    prompt): sum_x min(p_target, q_draft) and whether both argmaxes agree, from the logits at
+    positions P - 1 .. L - 2 of each [1, L] sample -> ([L - P] floats, [L - P] bools) per reply.
+    int8: the draft as it runs with int8 weights."""
     alphas, agree = [], []
     for x, n in zip(samples, prompt_lens):
         lt, ld = _logits(pair.target, x)[n - 1:-1], draft_logits(pair, x, int8)[n - 1:-1]  # [L - n, vocab]
         p, q = logits_to_probs(lt, temperature), logits_to_probs(ld, temperature)
         alphas.append(torch.minimum(p, q).sum(-1))
         agree.append(lt.argmax(-1) == ld.argmax(-1))
+    return alphas, agree
+
+
+def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
+                int8: bool = False) -> dict:
+    """alpha and greedy agreement over the reply positions (reply_alphas), with alpha's 95%
+    interval by a bootstrap over the replies (demo_models.evaluate.bootstrap_ci)."""
+    alphas, agree = reply_alphas(pair, samples, prompt_lens, temperature, int8)
     return {"alpha": round(torch.cat(alphas).mean().item(), 4), "alpha_ci95": list(bootstrap_ci(alphas)),
             "replies": len(alphas), "greedy_agreement": round(torch.cat(agree).float().mean().item(), 4),
             "positions": int(sum(len(a) for a in alphas))}

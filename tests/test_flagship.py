@@ -206,3 +206,25 @@ def test_lean_decoder_reproduces_smollm2(first_load):
         got = lean(x[:, -1:], cache)                                             # transposed head
     assert lean.lm_head_t is not None
     assert torch.allclose(got, ref, atol=2e-3) and torch.equal(got.argmax(-1), ref.argmax(-1))
+
+
+@needs_package
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
+def test_compare_drafts_command_scores_int8_and_fp32_draft_on_the_same_replies(first_load, monkeypatch, tmp_path):
+    """`python -m demo_models.compare_drafts --b-int8`, shortened: both sides scored on the same
+    target replies, written to --out, the int8 draft's alpha within 0.05 of the fp32 draft's
+    (their distributions overlap by about 0.98 on held-out replies: README)."""
+    import json
+    from demo_models import compare_drafts
+    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))
+    out = tmp_path / "compare.json"
+    result = compare_drafts.main(["--b-int8", "--replies", "2", "--tokens", "24", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    run = result["T=0.7"]
+    assert run["replies"] == 2 and run["positions"] == 48
+    assert result["a"]["int8"] is False and result["b"]["int8"] is True
+    assert 0 < run["a"]["alpha"] < 1 and 0 < run["b"]["alpha"] < 1 and run["a"] != run["b"]
+    diff = run["b_minus_a"]
+    assert diff["diff"] == pytest.approx(run["b"]["alpha"] - run["a"]["alpha"], abs=2e-4)
+    assert diff["ci"][0] <= diff["diff"] <= diff["ci"][1] and abs(diff["diff"]) < 0.05

@@ -1,0 +1,105 @@
+"""Compare two drafts for the flagship target on the same replies: alpha for each, and their
+difference with a paired bootstrap interval.
+
+    python -m demo_models.compare_drafts --b DIR                 # a new draft against the shipped one
+    python -m demo_models.compare_drafts --b-int8                # the shipped draft: int8 weights against fp32
+    python -m demo_models.compare_drafts --a DIR --b DIR --replies 48 --temperature 0.7 1.0 --out F
+
+Why paired: the evaluate command's alpha comes from 8 replies, and its 95% interval is about
++-0.04 wide, mostly because some replies are easy for any draft and others hard. Two drafts
+scored on the *same* target samples share that variation, so the interval of their
+difference, resampling the same replies for both (demo_models.evaluate.paired_bootstrap_diff),
+is far narrower than either alpha's own: it says whether a candidate draft is better, where
+comparing two separate intervals cannot.
+
+What is measured, at each temperature T: the target samples `--replies` replies of `--tokens`
+tokens (plain decoding, seeds 0, 1, ...) to held-out chat prompts (evaluate_smollm2.chat_prompts),
+then each draft is teacher-forced over them and alpha = mean over reply positions of
+sum_x min(p_target, q_draft) at T (Leviathan et al. 2023, Def. 3.1; evaluate_smollm2.reply_alphas).
+Writes JSON to --out (default: print only).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from demo_models.evaluate import bootstrap_ci, code_version, own_samples, paired_bootstrap_diff
+
+
+def side(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
+         int8: bool) -> list[torch.Tensor]:
+    """One draft's per-reply alpha values ([reply length] each) on the given samples."""
+    from demo_models.evaluate_smollm2 import reply_alphas
+    return reply_alphas(pair, samples, prompt_lens, temperature, int8)[0]
+
+
+def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens: int,
+            int8: tuple[bool, bool] = (False, False), seed: int = 0) -> dict:
+    """Alpha of pair_a's and pair_b's drafts (int8: per side) on the same replies of the target
+    (pair_a's, which pair_b must share) to `prompts` (token ids each), and b - a, paired."""
+    if pair_a.target is not pair_b.target:
+        raise ValueError("both drafts must be scored against the same target model")
+    samples = own_samples(pair_a, prompts, temperature, tokens, seed)        # [1, P + tokens] each
+    lens = [len(p) for p in prompts]
+    a = side(pair_a, samples, lens, temperature, int8[0])
+    b = side(pair_b, samples, lens, temperature, int8[1])
+    mean = lambda v: round(torch.cat(v).mean().item(), 4)  # noqa: E731
+    return {"replies": len(samples), "positions": int(sum(len(v) for v in a)),
+            "a": {"alpha": mean(a), "alpha_ci95": list(bootstrap_ci(a))},
+            "b": {"alpha": mean(b), "alpha_ci95": list(bootstrap_ci(b))},
+            "b_minus_a": paired_bootstrap_diff(a, b)}
+
+
+def load_sides(a: Path, b: Path, device: str):
+    """(pair_a, pair_b): the flagship target with draft a and with draft b, one target shared."""
+    from app.gguf import load_draft
+    from demo_models.evaluate_smollm2 import load
+    pair_a = load(device, a)
+    if Path(a).resolve() == Path(b).resolve():
+        return pair_a, pair_a
+    draft_b = load_draft(b, pair_a.tokenizer, pair_a.device, pair_a.dtype)
+    return pair_a, dataclasses.replace(pair_a, draft=draft_b, draft_id=str(b))
+
+
+def main(argv=None) -> dict:
+    from demo_models import SMOLLM2_DRAFT_DIR
+    from demo_models.evaluate_smollm2 import chat_prompts
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--a", type=Path, default=SMOLLM2_DRAFT_DIR, help="draft a's directory (default: the shipped draft)")
+    ap.add_argument("--b", type=Path, default=SMOLLM2_DRAFT_DIR, help="draft b's directory (default: the shipped draft)")
+    ap.add_argument("--a-int8", action="store_true", help="draft a with int8 weights (app.lean.Int8Weight)")
+    ap.add_argument("--b-int8", action="store_true", help="draft b with int8 weights")
+    ap.add_argument("--replies", type=int, default=24, help="target replies per temperature (default 24)")
+    ap.add_argument("--tokens", type=int, default=96, help="tokens per reply (default 96)")
+    ap.add_argument("--temperature", type=float, nargs="+", default=[0.7])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if args.a.resolve() == args.b.resolve() and args.a_int8 == args.b_int8:
+        ap.error("a and b are the same draft: give --b DIR, or --b-int8 to compare int8 weights with fp32")
+    if not 1 <= args.replies <= 92 or not 1 <= args.tokens <= 512:
+        ap.error("--replies must be 1..92 (the held-out prompts past the first 48) and --tokens 1..512")
+    if any(not 0 < t <= 2 for t in args.temperature):
+        ap.error("--temperature: each must be in (0, 2]; alpha at T = 0 is the greedy agreement")
+    t0 = time.time()
+    pair_a, pair_b = load_sides(args.a, args.b, args.device)
+    prompts = chat_prompts(pair_a, args.replies)
+    result = {"commit": code_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+              "a": {"draft": str(args.a), "int8": args.a_int8}, "b": {"draft": str(args.b), "int8": args.b_int8},
+              "tokens_per_reply": args.tokens}
+    for t in args.temperature:
+        result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8))
+    result["seconds"] = round(time.time() - t0, 1)
+    print(json.dumps(result, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""demo_models.compare_drafts: two drafts scored on the same target replies, and the paired
+bootstrap interval of their alpha difference (demo_models.evaluate.paired_bootstrap_diff)."""
+import dataclasses
+
+import pytest
+import torch
+
+from demo_models.evaluate import bootstrap_ci, paired_bootstrap_diff
+
+
+def test_paired_difference_is_exact_for_identical_and_shifted_drafts():
+    a = [torch.full((n,), 0.4) + 0.01 * torch.arange(n) / n for n in (5, 12, 30)]
+    assert paired_bootstrap_diff(a, a) == {"diff": 0.0, "ci": (0.0, 0.0), "share_b_le_a": 1.0}
+    shifted = paired_bootstrap_diff(a, [v + 0.05 for v in a])
+    assert shifted["diff"] == pytest.approx(0.05, abs=1e-4) and shifted["share_b_le_a"] == 0.0
+    assert shifted["ci"] == pytest.approx((0.05, 0.05), abs=1e-4)
+    with pytest.raises(ValueError):
+        paired_bootstrap_diff(a, a[:2])
+    with pytest.raises(ValueError):
+        paired_bootstrap_diff(a, [v[1:] for v in a])
+
+
+def test_pairing_separates_a_small_gain_that_separate_intervals_cannot_and_covers_the_truth():
+    """Replies differ in difficulty (each reply's rate drawn around 0.55) far more than draft b
+    beats draft a (+0.02 on every reply, plus position noise). The two alphas' own intervals
+    overlap; the paired interval of b - a excludes 0 and covers the true 0.02 in about 95% of
+    simulated comparisons."""
+    gen, covered, separated, overlapping = torch.Generator().manual_seed(3), 0, 0, 0
+    trials = 200
+    for trial in range(trials):
+        rates = (0.55 + 0.15 * torch.randn(8, generator=gen)).clamp(0.1, 0.9)           # [8] per reply
+        a = [r + 0.05 * torch.randn(96, generator=gen) for r in rates]                   # [96] per reply
+        b = [v + 0.02 + 0.02 * torch.randn(96, generator=gen) for v in a]
+        paired = paired_bootstrap_diff(a, b, draws=400, seed=trial)
+        covered += paired["ci"][0] <= 0.02 <= paired["ci"][1]
+        separated += paired["ci"][0] > 0
+        overlapping += bootstrap_ci(b, draws=400, seed=trial)[0] <= bootstrap_ci(a, draws=400, seed=trial)[1]
+    assert 0.86 <= covered / trials <= 0.99, covered
+    assert separated / trials > 0.95 and overlapping / trials > 0.95, (separated, overlapping)
+
+
+def test_compare_scores_both_drafts_on_the_same_replies(embedded_pair):
+    """On the tiny pair: a draft against itself differs by exactly 0; the target used as its
+    own draft has alpha 1 (p = q) and beats the trained draft by 1 - alpha."""
+    from demo_models.compare_drafts import compare
+    prompts = [embedded_pair.tokenizer(t)["input_ids"] for t in ("It is a truth", "ROMEO:\n", "Emma")]
+    same = compare(embedded_pair, embedded_pair, prompts, 0.7, 12)
+    assert same["replies"] == 3 and same["positions"] == 36
+    assert same["a"] == same["b"] and same["b_minus_a"]["diff"] == 0.0
+    perfect = dataclasses.replace(embedded_pair, draft=embedded_pair.target)
+    vs = compare(embedded_pair, perfect, prompts, 0.7, 12)
+    assert vs["b"]["alpha"] == pytest.approx(1.0, abs=1e-4) and 0 < vs["a"]["alpha"] < 0.99
+    assert vs["a"]["alpha"] == same["a"]["alpha"]               # the same replies (seeded) both times
+    assert vs["b_minus_a"]["diff"] == pytest.approx(1 - vs["a"]["alpha"], abs=2e-4)
+    assert vs["b_minus_a"]["ci"][0] > 0 and vs["b_minus_a"]["share_b_le_a"] == 0.0
+    other = dataclasses.replace(embedded_pair, target=embedded_pair.draft)
+    with pytest.raises(ValueError, match="same target"):
+        compare(embedded_pair, other, prompts, 0.7, 4)
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "same draft"), (["--b-int8", "--replies", "0"], "--replies"),
+    (["--b-int8", "--temperature", "0"], "--temperature")])
+def test_command_refuses_bad_arguments_before_loading_anything(argv, message, capsys, monkeypatch):
+    from demo_models import compare_drafts
+    monkeypatch.setattr(compare_drafts, "load_sides", lambda *a: pytest.fail("loaded models"))
+    with pytest.raises(SystemExit):
+        compare_drafts.main(argv)
+    assert message in capsys.readouterr().err
