@@ -96,7 +96,7 @@ replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not
 {eval_rows}
 
 Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
-The `--draft-int8` columns run this same draft with every weight matrix rounded to int8 per
+{all_prompts}The `--draft-int8` columns run this same draft with every weight matrix rounded to int8 per
 output row (`app.lean.Int8Weight`): a quarter of the bytes a single-token pass streams, hence
 their smaller c. It is a slightly different draft (its α is measured as it runs), and the output
 is still exactly the target's. The last two columns are that configuration on another CPU, one
@@ -211,7 +211,25 @@ def _wide(replies: dict) -> str:
     return f", then {' and '.join(parts)} sampled at T = 0.7" if parts else ""
 
 
-def values(train: dict, evs: list[dict | None]) -> dict:
+def _all_prompts(cmp: dict | None) -> str:
+    """A paragraph on alpha over every evaluation prompt, fp32 draft against int8, from
+    compare_int8.json (python -m demo_models.compare_drafts --b-int8 ...); "" without it."""
+    if not cmp:
+        return ""
+    ci = lambda v: f"{v[0]:.3f}–{v[1]:.3f}"  # noqa: E731
+    runs = [(k.split("=")[1], v) for k, v in cmp.items() if k.startswith("T=")]
+    alphas = " and ".join(f"{r['a']['alpha']:.3f} ({ci(r['a']['alpha_ci95'])}) at T = {t} ({r['replies']} "
+                          f"replies, {r['positions']:,} positions)" for t, r in runs)
+    diffs = " and ".join(f"{r['b_minus_a']['diff']:+.4f} ({r['b_minus_a']['ci'][0]:+.4f} to "
+                         f"{r['b_minus_a']['ci'][1]:+.4f})" for t, r in runs)
+    return (f"\nOver every evaluation prompt, not 8 of them (`python -m demo_models.compare_drafts --b-int8 "
+            f"--replies {runs[0][1]['replies']} --temperature {' '.join(t for t, _ in runs)}`, commit "
+            f"{cmp.get('commit')}; `compare_int8.json`), this draft's α is {alphas}. The same replies "
+            f"scored with int8 weights move α by {diffs} (a paired bootstrap over the replies, "
+            "`demo_models.evaluate.paired_bootstrap_diff`).\n\n")
+
+
+def values(train: dict, evs: list[dict | None], compared: dict | None = None) -> dict:
     cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
     data = train["data"]
     size = sum(f.stat().st_size for f in SMOLLM2_DRAFT_DIR.iterdir() if f.is_file() and f.suffix != ".md")
@@ -240,6 +258,7 @@ def values(train: dict, evs: list[dict | None]) -> dict:
         "saved_step": train["saved_step"], **_calibration(train),
         "eval_threads": first["threads"], "torch": first["torch"],
         "eval_rows": _alpha_rows(evs),
+        "all_prompts": _all_prompts(compared),
         "identical": "yes" if all(ev["greedy_identical"] for ev in evs if ev) else "NO",
         "speed_table": _speed_table(evs)}
 
@@ -250,7 +269,9 @@ def main() -> None:
     for name in EVALS:
         path = SMOLLM2_DRAFT_DIR / name
         evs.append(json.loads(path.read_text()) if path.is_file() else None)
-    (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs)))
+    compared = SMOLLM2_DRAFT_DIR / "compare_int8.json"
+    compared = json.loads(compared.read_text()) if compared.is_file() else None
+    (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs, compared)))
     print(f"wrote {SMOLLM2_DRAFT_DIR / 'README.md'}")
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -93,6 +94,7 @@ def main(argv=None) -> dict:
               "a": {"draft": str(args.a), "int8": args.a_int8}, "b": {"draft": str(args.b), "int8": args.b_int8},
               "tokens_per_reply": args.tokens}
     for t in args.temperature:
+        print(f"T = {t}: the target samples {len(prompts)} replies, then both drafts score them", file=sys.stderr)
         result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8))
     result["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(result, indent=1))

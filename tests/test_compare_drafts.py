@@ -67,3 +67,14 @@ def test_command_refuses_bad_arguments_before_loading_anything(argv, message, ca
     with pytest.raises(SystemExit):
         compare_drafts.main(argv)
     assert message in capsys.readouterr().err
+
+
+def test_model_card_paragraph_quotes_the_comparison_it_is_given():
+    from demo_models import card_smollm2
+    run = {"replies": 92, "positions": 7702, "a": {"alpha": 0.5226, "alpha_ci95": [0.5079, 0.5364]},
+           "b": {"alpha": 0.5224, "alpha_ci95": [0.508, 0.5362]},
+           "b_minus_a": {"diff": -0.0002, "ci": [-0.0006, 0.0001], "share_b_le_a": 0.9}}
+    text = card_smollm2._all_prompts({"commit": "abc1234", "T=0.7": run})
+    assert "0.523 (0.508–0.536) at T = 0.7 (92 replies, 7,702 positions)" in text
+    assert "-0.0002 (-0.0006 to +0.0001)" in text and "--replies 92 --temperature 0.7`, commit abc1234" in text
+    assert card_smollm2._all_prompts(None) == ""
