@@ -42,7 +42,8 @@ def side(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature:
 def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens: int,
             int8: tuple[bool, bool] = (False, False), seed: int = 0) -> dict:
     """Alpha of pair_a's and pair_b's drafts (int8: per side) on the same replies of the target
-    (pair_a's, which pair_b must share) to `prompts` (token ids each), and b - a, paired."""
+    (pair_a's, which pair_b must share) to `prompts` (token ids each), b - a paired, and each
+    reply's own alpha on both sides ("per_reply", in prompt order)."""
     if pair_a.target is not pair_b.target:
         raise ValueError("both drafts must be scored against the same target model")
     samples = own_samples(pair_a, prompts, temperature, tokens, seed)        # [1, P + tokens] each
@@ -53,7 +54,9 @@ def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens
     return {"replies": len(samples), "positions": int(sum(len(v) for v in a)),
             "a": {"alpha": mean(a), "alpha_ci95": list(bootstrap_ci(a))},
             "b": {"alpha": mean(b), "alpha_ci95": list(bootstrap_ci(b))},
-            "b_minus_a": paired_bootstrap_diff(a, b)}
+            "b_minus_a": paired_bootstrap_diff(a, b),
+            "per_reply": [{"positions": len(x), "a": round(x.mean().item(), 4), "b": round(y.mean().item(), 4)}
+                          for x, y in zip(a, b)]}
 
 
 def load_sides(a: Path, b: Path, device: str):
@@ -69,7 +72,7 @@ def load_sides(a: Path, b: Path, device: str):
 
 def main(argv=None) -> dict:
     from demo_models import SMOLLM2_DRAFT_DIR
-    from demo_models.evaluate_smollm2 import chat_prompts
+    from demo_models.evaluate_smollm2 import chat_prompt_texts, chat_prompts
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", type=Path, default=SMOLLM2_DRAFT_DIR, help="draft a's directory (default: the shipped draft)")
     ap.add_argument("--b", type=Path, default=SMOLLM2_DRAFT_DIR, help="draft b's directory (default: the shipped draft)")
@@ -89,13 +92,15 @@ def main(argv=None) -> dict:
         ap.error("--temperature: each must be in (0, 2]; alpha at T = 0 is the greedy agreement")
     t0 = time.time()
     pair_a, pair_b = load_sides(args.a, args.b, args.device)
-    prompts = chat_prompts(pair_a, args.replies)
+    prompts = chat_prompts(pair_a, args.replies)              # chat-template ids of chat_prompt_texts
     result = {"commit": code_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
               "a": {"draft": str(args.a), "int8": args.a_int8}, "b": {"draft": str(args.b), "int8": args.b_int8},
               "tokens_per_reply": args.tokens}
     for t in args.temperature:
         print(f"T = {t}: the target samples {len(prompts)} replies, then both drafts score them", file=sys.stderr)
         result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8))
+        for row, text in zip(result[f"T={t}"]["per_reply"], chat_prompt_texts(args.replies)):
+            row["prompt"] = text
     result["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(result, indent=1))
     if args.out:

@@ -52,14 +52,18 @@ def draft_logits(pair, x: torch.Tensor, int8: bool = False) -> torch.Tensor:
     return head_forward(pair.draft, x, one_back(f), cache)[0][0]
 
 
-def chat_prompts(pair, n: int) -> list[list[int]]:
+def chat_prompt_texts(n: int) -> list[str]:
     """n held-out prompts spread over the held-out topics that training did not use to choose
-    its checkpoint (distill_smollm2.HELDOUT_FOR_TRAINING), as chat-template token ids."""
-    from app.validation import prompt_ids
+    its checkpoint (distill_smollm2.HELDOUT_FOR_TRAINING): every len // n-th, the first n."""
     from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
     prompts = heldout_prompts()[HELDOUT_FOR_TRAINING:]
-    step = max(1, len(prompts) // n)
-    return [prompt_ids(pair.tokenizer, p, pair.context, 256, chat=True) for p in prompts[::step][:n]]
+    return prompts[::max(1, len(prompts) // n)][:n]
+
+
+def chat_prompts(pair, n: int) -> list[list[int]]:
+    """chat_prompt_texts(n) as chat-template token ids, as the app sends them."""
+    from app.validation import prompt_ids
+    return [prompt_ids(pair.tokenizer, p, pair.context, 256, chat=True) for p in chat_prompt_texts(n)]
 
 
 @torch.inference_mode()

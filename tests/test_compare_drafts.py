@@ -53,6 +53,10 @@ def test_compare_scores_both_drafts_on_the_same_replies(embedded_pair):
     assert vs["a"]["alpha"] == same["a"]["alpha"]               # the same replies (seeded) both times
     assert vs["b_minus_a"]["diff"] == pytest.approx(1 - vs["a"]["alpha"], abs=2e-4)
     assert vs["b_minus_a"]["ci"][0] > 0 and vs["b_minus_a"]["share_b_le_a"] == 0.0
+    rows = vs["per_reply"]                                      # each reply's own alpha, both sides
+    assert len(rows) == 3 and sum(r["positions"] for r in rows) == 36 and all(r["b"] == 1.0 for r in rows)
+    assert sum(r["a"] * r["positions"] for r in rows) / 36 == pytest.approx(vs["a"]["alpha"], abs=1e-3)
+    assert len({r["a"] for r in rows}) == 3                     # three different replies
     other = dataclasses.replace(embedded_pair, target=embedded_pair.draft)
     with pytest.raises(ValueError, match="same target"):
         compare(embedded_pair, other, prompts, 0.7, 4)

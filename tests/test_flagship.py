@@ -228,3 +228,5 @@ def test_compare_drafts_command_scores_int8_and_fp32_draft_on_the_same_replies(f
     diff = run["b_minus_a"]
     assert diff["diff"] == pytest.approx(run["b"]["alpha"] - run["a"]["alpha"], abs=2e-4)
     assert diff["ci"][0] <= diff["diff"] <= diff["ci"][1] and abs(diff["diff"]) < 0.05
+    from demo_models.evaluate_smollm2 import chat_prompt_texts
+    assert [r["prompt"] for r in run["per_reply"]] == chat_prompt_texts(2)
