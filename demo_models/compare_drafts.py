@@ -59,6 +59,21 @@ def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens
                           for x, y in zip(a, b)]}
 
 
+def by_task(rows: list[dict]) -> dict:
+    """Position-weighted alpha of each side per task template, lowest a first, from per-reply
+    rows ({"task", "positions", "a", "b"} each): {task: {"replies", "positions", "a", "b"}}."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        t = out.setdefault(r["task"], {"replies": 0, "positions": 0, "a": 0.0, "b": 0.0})
+        t["replies"] += 1
+        t["positions"] += r["positions"]
+        t["a"] += r["a"] * r["positions"]
+        t["b"] += r["b"] * r["positions"]
+    for t in out.values():
+        t["a"], t["b"] = round(t["a"] / t["positions"], 4), round(t["b"] / t["positions"], 4)
+    return dict(sorted(out.items(), key=lambda kv: kv[1]["a"]))
+
+
 def load_sides(a: Path, b: Path, device: str):
     """(pair_a, pair_b): the flagship target with draft a and with draft b, one target shared."""
     from app.gguf import load_draft
@@ -86,8 +101,12 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     if args.a.resolve() == args.b.resolve() and args.a_int8 == args.b_int8:
         ap.error("a and b are the same draft: give --b DIR, or --b-int8 to compare int8 weights with fp32")
-    if not 1 <= args.replies <= 92 or not 1 <= args.tokens <= 512:
-        ap.error("--replies must be 1..92 (the held-out prompts past the first 48) and --tokens 1..512")
+    for name in ("a", "b"):
+        if not (getattr(args, name) / "config.json").is_file():
+            ap.error(f"--{name} {getattr(args, name)}: no model directory there (no config.json)")
+    most = len(chat_prompt_texts(10 ** 6))                  # every evaluation prompt
+    if not 1 <= args.replies <= most or not 1 <= args.tokens <= 512:
+        ap.error(f"--replies must be 1..{most} (the held-out prompts evaluation uses) and --tokens 1..512")
     if any(not 0 < t <= 2 for t in args.temperature):
         ap.error("--temperature: each must be in (0, 2]; alpha at T = 0 is the greedy agreement")
     t0 = time.time()
@@ -99,8 +118,10 @@ def main(argv=None) -> dict:
     for t in args.temperature:
         print(f"T = {t}: the target samples {len(prompts)} replies, then both drafts score them", file=sys.stderr)
         result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8))
-        for row, text in zip(result[f"T={t}"]["per_reply"], chat_prompt_texts(args.replies)):
-            row["prompt"] = text
+        rows = result[f"T={t}"]["per_reply"]
+        for row, text, task in zip(rows, chat_prompt_texts(args.replies), chat_prompt_texts(args.replies, True)):
+            row["prompt"], row["task"] = text, task
+        result[f"T={t}"]["by_task"] = by_task(rows)
     result["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(result, indent=1))
     if args.out:

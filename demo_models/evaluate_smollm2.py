@@ -25,7 +25,7 @@ import torch
 
 from app.speculative import logits_to_probs
 from demo_models.evaluate import _logits, bootstrap_ci, cost_ratio, expected_tokens_per_pass, own_samples, speeds
-from demo_models.prompts import heldout_prompts
+from demo_models.prompts import heldout_prompts, heldout_tasks
 
 GAMMAS = (1, 2, 3, 4, 6)
 
@@ -52,11 +52,12 @@ def draft_logits(pair, x: torch.Tensor, int8: bool = False) -> torch.Tensor:
     return head_forward(pair.draft, x, one_back(f), cache)[0][0]
 
 
-def chat_prompt_texts(n: int) -> list[str]:
+def chat_prompt_texts(n: int, tasks: bool = False) -> list[str]:
     """n held-out prompts spread over the held-out topics that training did not use to choose
-    its checkpoint (distill_smollm2.HELDOUT_FOR_TRAINING): every len // n-th, the first n."""
+    its checkpoint (distill_smollm2.HELDOUT_FOR_TRAINING): every len // n-th, the first n.
+    tasks: the task template of each instead (prompts.heldout_tasks)."""
     from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
-    prompts = heldout_prompts()[HELDOUT_FOR_TRAINING:]
+    prompts = (heldout_tasks() if tasks else heldout_prompts())[HELDOUT_FOR_TRAINING:]
     return prompts[::max(1, len(prompts) // n)][:n]
 
 

@@ -56,6 +56,11 @@ def train_prompts() -> list[str]:
 def heldout_prompts() -> list[str]:
     return [task.format(t=topic) for topic in HELDOUT_TOPICS for task in TASKS]
 
+
+def heldout_tasks() -> list[str]:
+    """The task template of each of heldout_prompts(), in the same order."""
+    return [task for _ in HELDOUT_TOPICS for task in TASKS]
+
 MORE_TASKS = [  # used only for the second round of teacher data (more_prompts)
     "How does {t} work?",
     "What is a common misconception about {t}?",

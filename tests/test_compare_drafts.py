@@ -64,7 +64,8 @@ def test_compare_scores_both_drafts_on_the_same_replies(embedded_pair):
 
 @pytest.mark.parametrize("argv, message", [
     ([], "same draft"), (["--b-int8", "--replies", "0"], "--replies"),
-    (["--b-int8", "--temperature", "0"], "--temperature")])
+    (["--b-int8", "--replies", "93"], "--replies must be 1..92"),
+    (["--b-int8", "--temperature", "0"], "--temperature"), (["--b", "/nonexistent"], "no model directory")])
 def test_command_refuses_bad_arguments_before_loading_anything(argv, message, capsys, monkeypatch):
     from demo_models import compare_drafts
     monkeypatch.setattr(compare_drafts, "load_sides", lambda *a: pytest.fail("loaded models"))
@@ -82,3 +83,20 @@ def test_model_card_paragraph_quotes_the_comparison_it_is_given():
     assert "0.523 (0.508–0.536) at T = 0.7 (92 replies, 7,702 positions)" in text
     assert "-0.0002 (-0.0006 to +0.0001)" in text and "--replies 92 --temperature 0.7`, commit abc1234" in text
     assert card_smollm2._all_prompts(None) == ""
+
+
+def test_by_task_weights_each_reply_by_its_positions_and_sorts_lowest_first():
+    from demo_models.compare_drafts import by_task
+    rows = [{"task": "poem", "positions": 10, "a": 0.6, "b": 0.7}, {"task": "poem", "positions": 30, "a": 0.4, "b": 0.5},
+            {"task": "email", "positions": 5, "a": 0.9, "b": 0.8}]
+    assert by_task(rows) == {"poem": {"replies": 2, "positions": 40, "a": 0.45, "b": 0.55},
+                             "email": {"replies": 1, "positions": 5, "a": 0.9, "b": 0.8}}
+    assert list(by_task(rows[1:][::-1])) == ["poem", "email"]
+
+
+def test_held_out_task_templates_line_up_with_the_prompts():
+    from demo_models.evaluate_smollm2 import chat_prompt_texts
+    for n in (2, 24, 92):
+        for text, task in zip(chat_prompt_texts(n), chat_prompt_texts(n, tasks=True)):
+            head, _, tail = task.partition("{t}")
+            assert text.startswith(head) and text.endswith(tail) and len(text) > len(task) - 3

@@ -230,3 +230,5 @@ def test_compare_drafts_command_scores_int8_and_fp32_draft_on_the_same_replies(f
     assert diff["ci"][0] <= diff["diff"] <= diff["ci"][1] and abs(diff["diff"]) < 0.05
     from demo_models.evaluate_smollm2 import chat_prompt_texts
     assert [r["prompt"] for r in run["per_reply"]] == chat_prompt_texts(2)
+    assert [r["task"] for r in run["per_reply"]] == chat_prompt_texts(2, tasks=True)
+    assert sum(t["replies"] for t in run["by_task"].values()) == 2
