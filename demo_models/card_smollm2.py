@@ -216,10 +216,9 @@ def _all_prompts(cmp: dict | None) -> str:
     compare_int8.json (python -m demo_models.compare_drafts --b-int8 ...); "" without it."""
     if not cmp:
         return ""
-    ci = lambda v: f"{v[0]:.3f}–{v[1]:.3f}"  # noqa: E731
     runs = [(k.split("=")[1], v) for k, v in cmp.items() if k.startswith("T=")]
-    alphas = " and ".join(f"{r['a']['alpha']:.3f} ({ci(r['a']['alpha_ci95'])}) at T = {t} ({r['replies']} "
-                          f"replies, {r['positions']:,} positions)" for t, r in runs)
+    alphas = " and ".join(f"{_alpha(r['a'])} at T = {t} ({r['replies']} replies, {r['positions']:,} positions)"
+                          for t, r in runs)
     diffs = " and ".join(f"{r['b_minus_a']['diff']:+.4f} ({r['b_minus_a']['ci'][0]:+.4f} to "
                          f"{r['b_minus_a']['ci'][1]:+.4f})" for t, r in runs)
     return (f"\nOver every evaluation prompt, not 8 of them (`python -m demo_models.compare_drafts --b-int8 "

@@ -32,13 +32,6 @@ import torch
 from demo_models.evaluate import bootstrap_ci, code_version, own_samples, paired_bootstrap_diff
 
 
-def side(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
-         int8: bool) -> list[torch.Tensor]:
-    """One draft's per-reply alpha values ([reply length] each) on the given samples."""
-    from demo_models.evaluate_smollm2 import reply_alphas
-    return reply_alphas(pair, samples, prompt_lens, temperature, int8)[0]
-
-
 def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens: int,
             int8: tuple[bool, bool] = (False, False), seed: int = 0) -> dict:
     """Alpha of pair_a's and pair_b's drafts (int8: per side) on the same replies of the target
@@ -46,10 +39,11 @@ def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens
     reply's own alpha on both sides ("per_reply", in prompt order)."""
     if pair_a.target is not pair_b.target:
         raise ValueError("both drafts must be scored against the same target model")
+    from demo_models.evaluate_smollm2 import reply_alphas
     samples = own_samples(pair_a, prompts, temperature, tokens, seed)        # [1, P + tokens] each
     lens = [len(p) for p in prompts]
-    a = side(pair_a, samples, lens, temperature, int8[0])
-    b = side(pair_b, samples, lens, temperature, int8[1])
+    a = reply_alphas(pair_a, samples, lens, temperature, int8[0])[0]          # [reply length] per reply
+    b = reply_alphas(pair_b, samples, lens, temperature, int8[1])[0]
     mean = lambda v: round(torch.cat(v).mean().item(), 4)  # noqa: E731
     return {"replies": len(samples), "positions": int(sum(len(v) for v in a)),
             "a": {"alpha": mean(a), "alpha_ci95": list(bootstrap_ci(a))},
@@ -111,7 +105,8 @@ def main(argv=None) -> dict:
         ap.error("--temperature: each must be in (0, 2]; alpha at T = 0 is the greedy agreement")
     t0 = time.time()
     pair_a, pair_b = load_sides(args.a, args.b, args.device)
-    prompts = chat_prompts(pair_a, args.replies)              # chat-template ids of chat_prompt_texts
+    prompts = chat_prompts(pair_a, args.replies)              # chat-template ids of texts
+    texts, tasks = chat_prompt_texts(args.replies), chat_prompt_texts(args.replies, tasks=True)
     result = {"commit": code_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
               "a": {"draft": str(args.a), "int8": args.a_int8}, "b": {"draft": str(args.b), "int8": args.b_int8},
               "tokens_per_reply": args.tokens}
@@ -119,7 +114,7 @@ def main(argv=None) -> dict:
         print(f"T = {t}: the target samples {len(prompts)} replies, then both drafts score them", file=sys.stderr)
         result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8))
         rows = result[f"T={t}"]["per_reply"]
-        for row, text, task in zip(rows, chat_prompt_texts(args.replies), chat_prompt_texts(args.replies, True)):
+        for row, text, task in zip(rows, texts, tasks):
             row["prompt"], row["task"] = text, task
         result[f"T={t}"]["by_task"] = by_task(rows)
     result["seconds"] = round(time.time() - t0, 1)
