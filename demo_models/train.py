@@ -141,8 +141,12 @@ def train(model, data, heldout, *, steps, batch, lr, device, seed, teacher=None,
 
 
 def save(model, tokenizer, out: Path) -> None:
+    """Weights in fp16 on disk (half the bytes; the loaders cast to the run dtype, app.models).
+    The model is left rounded the same way, in fp32 on the CPU, so what is distilled from and
+    evaluated after saving is exactly what ships."""
     out.mkdir(parents=True, exist_ok=True)
-    model.to("cpu").save_pretrained(out)
+    model.to("cpu").half().save_pretrained(out)
+    model.float()
     tokenizer.save_pretrained(out)
     # tokenizers-library tokenizers save as "TokenizersBackend"; PreTrainedTokenizerFast loads
     # in more transformers versions (../shared/DESIGN.md, gotchas).
@@ -177,7 +181,7 @@ def load_stage_one(out: Path, command: str):
     log["stage_one_seconds"] = log["total_seconds"] - log["draft"]["seconds"]
     log["draft_command"] = command
     tokenizer = AutoTokenizer.from_pretrained(out / "target")
-    target = LlamaForCausalLM.from_pretrained(out / "target").eval()
+    target = LlamaForCausalLM.from_pretrained(out / "target", dtype=torch.float32).eval()
     print(f"reusing the target in {out / 'target'} ({target.num_parameters():,} parameters)")
     return target, tokenizer, log
 
