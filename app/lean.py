@@ -13,9 +13,11 @@ forward at KV length 64, HF (`model(input_ids=, cache=DynamicCache(), use_cache=
     demo_models/tiny/draft  (1x128)  0.54 -> 0.26 ms  0.76 -> 0.43 ms   (~2x)
     demo_models/tiny/target (5x384)  5.7  -> 4.9  ms  9.1  -> 8.0  ms   (matmuls are ~80% here)
 
-For models whose weights stream from memory, fp32 products of up to FEW_ROWS rows run as
+For models whose weights stream from memory, fp32 products of up to FEW_ROWS rows may run as
 (W @ x.T).T (few_rows_product): on an AVX2 EPYC, F.linear's few-row product took a slow MKL
-path that this form avoids (SmolLM2, 4 tokens: 166 -> 85 ms as installed).
+path that this form avoids (SmolLM2, 4 tokens: 166 -> 85 ms as installed). Which row counts
+do is measured on the CPU at hand when the LeanModel is built (choose_form_rows): on an AVX-512
+EPYC with MKL_CBWR=AVX512 the form won for 1-4 rows and lost for 5-8.
 
 Exactness: every step is the operation transformers runs (RMSNorm in float32 then cast back,
 weight multiplied after the cast; RoPE tables from the model's own float32 inv_freq, cast to
@@ -37,6 +39,8 @@ All rows of a batch share one length (no padding masks).
 """
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass
 
 import torch
@@ -142,7 +146,8 @@ def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     and as installed (no MKL_CBWR) took MKL's slow path for 2-8 rows that this form avoids.
     Measured there (benchmarks/cpu_few_rows.py; README: "Few-row products"). It pays for its
     extra calls (the copies in and out) only when the weights stream from memory, so LeanModel
-    asks for it (linear's few_rows) only for models whose weights exceed STREAMING_BYTES.
+    considers it (linear's form_rows, by choose_form_rows) only for models whose weights exceed
+    STREAMING_BYTES.
     Measured on that CPU: SmolLM2 (540 MB) 88 -> 71 ms a one-token pass with MKL_CBWR=AVX2; the
     embedded 1 x 128 draft (2.9 MB), median of 12 interleaved rounds, 0.96 ms with F.linear and
     1.10 in this form."""
@@ -152,19 +157,51 @@ def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (w @ rows.T).T[:n].contiguous()                                # [n, out]
 
 
+def choose_form_rows(weights: list[torch.Tensor], rounds: int = 3, products=None) -> frozenset[int]:
+    """The row counts n in 1..FEW_ROWS for which few_rows_product beats F.linear on this CPU,
+    measured: one sweep is a product of n random rows with every matrix in `weights` (each
+    [out, in], fp32: a whole model's, so they stream from memory as in a pass); after one
+    untimed sweep per form, each n is timed `rounds` times per form and the medians compared.
+    `products` ({"form": f, "linear": g}, each (x [n, in], w) -> [n, out]) is for tests.
+    Why measured: the winner depends on the CPU and its MKL setting (benchmarks/cpu_few_rows.py
+    --qs 1 2 3 4 5 6 7 8, SmolLM2's lean pass, median of 3 rounds, ms for F.linear -> form):
+    AVX-512 EPYC as installed, 1 row 64 -> 49, 5 rows 103 -> 70, 8 rows 95 -> 93; the same CPU
+    with MKL_CBWR=AVX512, 1 row 68 -> 50, 4 rows 65 -> 60, 5 rows 71 -> 79, 8 rows 73 -> 102.
+    Cost: 2 * FEW_ROWS * rounds + 2 sweeps (on that CPU, 2 threads: SmolLM2 3.7 s, its draft 0.4 s)."""
+    products = products or {"form": few_rows_product, "linear": F.linear}
+    gen = torch.Generator().manual_seed(0)
+    inputs = {n: {w.shape[1]: torch.randn(n, w.shape[1], generator=gen) for w in weights}
+              for n in range(1, FEW_ROWS + 1)}                         # n -> in -> [n, in]
+
+    def sweep(n: int, product) -> float:
+        start = time.perf_counter()
+        for w in weights:
+            product(inputs[n][w.shape[1]], w)
+        return time.perf_counter() - start
+
+    for product in products.values():
+        sweep(FEW_ROWS, product)  # untimed: first-call costs (kernel choice, pages)
+    chosen = set()
+    for n in range(1, FEW_ROWS + 1):
+        times = {name: [sweep(n, product) for _ in range(rounds)] for name, product in products.items()}
+        if statistics.median(times["form"]) < statistics.median(times["linear"]):
+            chosen.add(n)
+    return frozenset(chosen)
+
+
 def plus_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """out [..., out] + bias [out], or out itself when the layer has no bias."""
     return out if bias is None else out + bias
 
 
 def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, bias: torch.Tensor | None = None,
-           few_rows: bool = True) -> torch.Tensor:
+           form_rows: frozenset[int] = frozenset()) -> torch.Tensor:
     """x [..., in] @ w.T (+ bias) -> [..., out] in x's dtype, for a plain or an Int8Weight.
-    With few_rows, a plain fp32 product of 1..FEW_ROWS rows on the CPU runs as few_rows_product."""
+    A plain fp32 product on the CPU whose row count is in form_rows runs as few_rows_product."""
     if not isinstance(w, Int8Weight):
-        if few_rows and x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[-1]:
+        if form_rows and x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[-1]:
             rows = x.numel() // x.shape[-1]
-            if 0 < rows <= FEW_ROWS:
+            if rows in form_rows:
                 return plus_bias(few_rows_product(x.reshape(rows, -1), w).reshape(*x.shape[:-1], -1), bias)
         return F.linear(x, w, bias)
     flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)                       # [n, in]
@@ -262,11 +299,15 @@ class LeanModel:
         self.lm_head_t = self.lm_head.detach().T.contiguous() if self.lm_head.shape[0] >= HEAD_T_MIN_VOCAB else None
         self.int8 = int8
         streamed = sum(t.numel() * t.element_size() for t in hf_model.parameters())
-        self.few_rows = streamed > STREAMING_BYTES  # few-row products in few_rows_product's form
         if int8:
             self.lm_head, self.lm_head_t = Int8Weight.of(self.lm_head), None
             for w in self.layers:
                 w.to_int8()
+        # row counts whose plain fp32 products run in few_rows_product's form (measured)
+        plain = [] if int8 else self._plain_matrices()
+        self.form_rows = (choose_form_rows(plain) if plain and streamed > STREAMING_BYTES
+                          and self.embed.device.type == "cpu" and self.embed.dtype == torch.float32
+                          else frozenset())
         self.eps = base.norm.variance_epsilon
         self.head_dim, self.scaling = attn.head_dim, attn.scaling
         self.kv_heads = config.num_key_value_heads
@@ -324,9 +365,9 @@ class LeanModel:
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [batch, q, hidden] -> logits [batch, q, vocab]; one-row passes (decode, drafts) use
         the transposed copy, wider ones (verify, prefill) the shared weight (through linear: the
-        few-row form up to FEW_ROWS rows). SmolLM2's head on the AVX2 EPYC, 2 threads: one row
-        7.0-8.5 ms transposed, 9.3-10.3 in the few-row form; two rows 10.8-14.9 transposed,
-        8.6-10.2 in the few-row form."""
+        few-row form for the row counts in form_rows). SmolLM2's head on the AVX2 EPYC, 2 threads:
+        one row 7.0-8.5 ms transposed, 9.3-10.3 in the few-row form; two rows 10.8-14.9
+        transposed, 8.6-10.2 in the few-row form."""
         if self.lm_head_t is None or h.shape[0] * h.shape[1] > 1:
             return self._linear(h, self.lm_head, self.lm_head_bias)
         logits = h @ self.lm_head_t
@@ -365,7 +406,13 @@ class LeanModel:
         return tuple(plus_bias(t, bias) for t, bias in zip(parts, (w.q_bias, w.k_bias, w.v_bias)))
 
     def _linear(self, x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
-        return linear(x, w, bias, few_rows=self.few_rows)
+        return linear(x, w, bias, form_rows=self.form_rows)
+
+    def _plain_matrices(self) -> list[torch.Tensor]:
+        """The fp32 model's weight matrices, layers' and head's (each [out, in])."""
+        names = ("q", "k", "v", "o", "gate", "up", "down")
+        mats = [getattr(w, n) for w in self.layers for n in names] + [self.lm_head]
+        return [m.detach() for m in mats]
 
     def _mlp(self, w: _Layer, h: torch.Tensor) -> torch.Tensor:
         """h [batch, q, hidden] (normed) -> down(silu(gate(h)) * up(h)) [batch, q, hidden]."""

@@ -1,6 +1,8 @@
 """app.lean reproduces transformers' forward: same logits (1e-4, float32) through prefill,
 incremental passes, cache rollback and batches; same greedy tokens as HF generate. Tiny random
 models are built here (no downloads); the embedded pair is checked too."""
+import time
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -94,7 +96,8 @@ def check_schedule(model, batch: int = 1, seed: int = 0):
     assert seq.shape[1] == 14
 
 
-FORMS = {"F.linear": {}, "few-row form": {"STREAMING_BYTES": 0}}
+ALL_ROWS = frozenset(range(1, lean_module.FEW_ROWS + 1))
+FORMS = {"F.linear": {}, "few-row form": {"STREAMING_BYTES": 0, "choose_form_rows": lambda weights: ALL_ROWS}}
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -108,32 +111,58 @@ def test_logits_match_hf(kind, form, monkeypatch):
     check_schedule(build(kind))
 
 
-def test_only_models_whose_weights_stream_use_the_few_row_form(monkeypatch):
+def test_only_fp32_models_whose_weights_stream_measure_the_few_row_form(monkeypatch):
     model = build("llama-tied")
-    assert not LeanModel(model).few_rows  # ~0.2 MB of weights: cache-resident
+    seen = []
+    monkeypatch.setattr(lean_module, "choose_form_rows", lambda weights: seen.append(weights) or frozenset({2}))
+    assert LeanModel(model).form_rows == frozenset() and not seen  # ~0.2 MB of weights: cache-resident
     monkeypatch.setattr(lean_module, "STREAMING_BYTES", 0)
-    assert LeanModel(model).few_rows
+    assert LeanModel(model).form_rows == {2}
+    layers = model.model.layers
+    assert len(seen[0]) == 7 * len(layers) + 1  # q, k, v, o, gate, up, down per layer, and the head
+    assert seen[0][0].data_ptr() == layers[0].self_attn.q_proj.weight.data_ptr()
+    assert seen[0][-1].data_ptr() == model.lm_head.weight.data_ptr()
+    assert LeanModel(model, int8=True).form_rows == frozenset() and len(seen) == 1  # no plain products
 
 
-def test_few_row_products_are_f_linears_and_wider_ones_are_f_linear():
-    """app.lean.linear: fp32 products of 1..FEW_ROWS rows on the CPU run as few_rows_product
-    (equal to F.linear within reassociation), the others as F.linear itself, and every one with
-    few_rows=False; shape and bias kept."""
+def _slow(product):
+    def slowed(x, w):
+        time.sleep(2e-4)
+        return product(x, w)
+    return slowed
+
+
+def test_choose_form_rows_keeps_the_faster_form_per_row_count():
+    gen = torch.Generator().manual_seed(2)
+    weights = [torch.randn(64, 32, generator=gen), torch.randn(32, 64, generator=gen)]
+    form, plain = lean_module.few_rows_product, F.linear
+    assert lean_module.choose_form_rows(weights, products={"form": form, "linear": _slow(plain)}) == ALL_ROWS
+    assert lean_module.choose_form_rows(weights, products={"form": _slow(form), "linear": plain}) == frozenset()
+    assert lean_module.choose_form_rows(weights, rounds=1) <= ALL_ROWS  # the real forms: any subset
+
+
+def test_products_take_the_few_row_form_for_the_row_counts_asked_and_f_linear_otherwise():
+    """app.lean.linear: fp32 products on the CPU whose row count is in form_rows run as
+    few_rows_product (equal to F.linear within reassociation), the others, and all by default,
+    as F.linear itself; shape and bias kept."""
     gen = torch.Generator().manual_seed(0)
     w, bias = torch.randn(96, 40, generator=gen), torch.randn(96, generator=gen)
     for n in range(1, lean_module.FEW_ROWS + 3):
         x = torch.randn(n, 40, generator=gen)
-        got = lean_module.linear(x, w)
+        got = lean_module.linear(x, w, form_rows=ALL_ROWS)
         torch.testing.assert_close(got, F.linear(x, w), atol=1e-5, rtol=0)
         assert got.is_contiguous()
         form = lean_module.few_rows_product if n <= lean_module.FEW_ROWS else F.linear
         assert torch.equal(got, form(x, w)), n
-        assert torch.equal(lean_module.linear(x, w, few_rows=False), F.linear(x, w)), n
+        assert torch.equal(lean_module.linear(x, w), F.linear(x, w)), n
+        some = lean_module.linear(x, w, form_rows=frozenset({2, 5}))
+        assert torch.equal(some, (lean_module.few_rows_product if n in (2, 5) else F.linear)(x, w)), n
     x = torch.randn(2, 3, 40, generator=gen)  # [batch, q, in]: 6 rows
     want = lean_module.few_rows_product(x.reshape(6, 40), w).reshape(2, 3, 96) + bias
-    assert torch.equal(lean_module.linear(x, w, bias), want)
+    assert torch.equal(lean_module.linear(x, w, bias, form_rows=ALL_ROWS), want)
     half = x.to(torch.bfloat16)  # other dtypes keep F.linear
-    assert torch.equal(lean_module.linear(half, w.to(torch.bfloat16)), F.linear(half, w.to(torch.bfloat16)))
+    assert torch.equal(lean_module.linear(half, w.to(torch.bfloat16), form_rows=ALL_ROWS),
+                       F.linear(half, w.to(torch.bfloat16)))
 
 
 class _MatmulShapes(torch.overrides.TorchFunctionMode):
