@@ -16,10 +16,12 @@ from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
 from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json",
-         "eval_mkl_avx2_fast_int8.json", "eval_fast_int8.json")
+         "eval_mkl_avx2_fast_int8.json", "eval_fast_int8.json",
+         "eval_avx512_latest_mkl_fast_int8.json", "eval_avx512_latest_fast_int8.json")
 # the last two on an AVX2-only CPU: MKL_CBWR=AVX2 --fast --draft-int8, and --fast --draft-int8 as installed
 SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft",
-         "AVX2 CPU, MKL_CBWR, fast, int8 draft", "AVX2 CPU, fast, int8 draft")  # speed-table column labels
+         "AVX2 CPU, MKL_CBWR, fast, int8 draft", "AVX2 CPU, fast, int8 draft",
+         "AVX-512 again, MKL_CBWR, fast, int8 draft", "AVX-512 again, fast, int8 draft")  # speed-table column labels
 CARD = """# SmolLM2-135M-Instruct draft — model card
 
 <!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
@@ -91,23 +93,28 @@ the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et
 Where an evaluation measured it, the brackets hold α's 95% interval from a bootstrap over its
 replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not independent).
 
-| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) | another CPU: `MKL_CBWR=AVX2 --fast --draft-int8` | another CPU, as installed: `--fast --draft-int8` |
-|---|---|---|---|---|---|---|
+| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) | another CPU: `MKL_CBWR=AVX2 --fast --draft-int8` | another CPU, as installed: `--fast --draft-int8` | the AVX-512 CPU again, later code: `MKL_CBWR=AVX512 --fast --draft-int8` | the same, as installed: `--fast --draft-int8` |
+|---|---|---|---|---|---|---|---|---|
 {eval_rows}
 
 Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
 {all_prompts}The `--draft-int8` columns run this same draft with every weight matrix rounded to int8 per
 output row (`app.lean.Int8Weight`): a quarter of the bytes a single-token pass streams, hence
 their smaller c. It is a slightly different draft (its α is measured as it runs), and the output
-is still exactly the target's. The last two columns are that configuration on another CPU, one
+is still exactly the target's. The fifth and sixth columns are that configuration on another CPU, one
 without AVX-512 (where torch's int8 product and every pass are slower), with and without
 MKL_CBWR: the speed-ups belong to the CPU as much as to the pair. They were measured after the
 fast path began computing products of up to 8 rows as (W @ x.T).T (`app.lean.few_rows_product`,
 which avoids MKL's slow few-row path there and made both the target's and the speculative
 passes faster), computing 3 rows as 4 and 7 as 8 (`app.lean.PADDED_ROWS`), and prefilling
-without the output layer (`app.models.fill_cache`); the AVX-512 columns before all three
-(the code row names each column's commit, where the evaluation recorded it; "+changes": files
-differed from it). Compare tokens/s within a column, not across CPUs.
+without the output layer (`app.models.fill_cache`); the first four AVX-512 columns before all
+three (the code row names each column's commit, where the evaluation recorded it; "+changes":
+files differed from it). The last two columns are an AVX-512 EPYC again, on another day, after
+those three changes and after the fast path began measuring per row count which form is faster
+there (`app.lean.choose_form_rows`: with `MKL_CBWR=AVX512` the form for 1–4 rows, F.linear for
+5–8). Compare tokens/s within a column, not across columns: on that shared machine the
+target's single-token pass, the same code for one row before and after that change, measured
+51.7 ms in a run at 7e29319 (not kept) and 36.1 ms in the next, less than an hour apart.
 The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
 
 Speed at each γ (tokens/s, speculative ÷ plain in the same run):
