@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from demo_models import HERE, TINY_DIR
+from demo_models.evaluate import speedup_of
 
 TEMPLATE = HERE / "card_template.md"
 
@@ -79,9 +80,9 @@ def tables(ev: dict) -> dict:
              for k, v in ev["tokens_per_pass_T=1.0"].items()]
     speed = ["| decoding | greedy tok/s | T = 0.7 tok/s | T = 1 tok/s |", "|---|---|---|---|"]
     for key in ev["speed_greedy"]:
-        cells = [ev[f"speed_{m}"][key]["tokens_per_s"] for m in ("greedy", "T=0.7", "T=1.0")]
-        base = [ev[f"speed_{m}"]["plain"]["tokens_per_s"] for m in ("greedy", "T=0.7", "T=1.0")]
-        speed.append(f"| {key} | " + " | ".join(f"{c:.1f} ({c / b:.2f}×)" for c, b in zip(cells, base)) + " |")
+        pairs = [(ev[f"speed_{m}"][key], ev[f"speed_{m}"]["plain"]) for m in ("greedy", "T=0.7", "T=1.0")]
+        speed.append(f"| {key} | " + " | ".join(f"{r['tokens_per_s']:.1f} ({speedup_of(r, plain):.2f}×)"
+                                                 for r, plain in pairs) + " |")
     return {"tokens_per_pass_table": "\n".join(rows), "speed_table": "\n".join(speed)}
 
 

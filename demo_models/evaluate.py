@@ -11,7 +11,8 @@ Reports (all measured here, on this machine):
   - mean tokens per target pass at gamma 2, 4, 6 (sampling at T = 1) against the i.i.d.
     prediction (1 - alpha^(gamma+1)) / (1 - alpha) with alpha from the target's own samples;
   - tokens/s of plain target decoding and of speculative decoding at each gamma (greedy and
-    T = 0.7), and the cost ratio c = t_draft / t_target of single-token forwards.
+    T = 0.7), each gamma's speed-up paired with plain decoding of the same prompt seconds
+    earlier (speeds()), and the cost ratio c = t_draft / t_target of single-token forwards.
 """
 from __future__ import annotations
 
@@ -142,38 +143,57 @@ def cost_ratio(pair, repeats: int = 20, fast: bool = False, int8: bool = False, 
 
 def speeds(pair, prompts, temperature: float, n_tokens: int, rounds: int, gammas=GAMMAS,
            fast: bool = False, int8: bool = False) -> dict:
-    """tokens/s (median over interleaved rounds) and tokens per pass, plain and per gamma; when
-    greedy, whether each gamma's outputs equal plain decoding's token for token."""
+    """Plain decoding and speculative decoding at each gamma on every prompt, the configurations
+    back to back per prompt (a few seconds apart), for `rounds` rounds. Per configuration:
+    tokens/s (all prompts' tokens / their seconds, median over rounds), tokens per pass, the
+    drafts accepted, and `speedup`: the median over (round, prompt) of its tokens/s divided by
+    plain decoding's on the same prompt in the same round, with the lowest and highest of those
+    ratios (`speedup_range`). Pairing each run with the plain run next to it keeps a shared
+    machine's drift (minutes) out of the ratio. When greedy: whether each gamma's outputs equal
+    plain decoding's token for token."""
     configs = [("plain", 0)] + [(f"gamma={g}", g) for g in gammas]
-    rates, per_pass, acceptance = ({k: [] for k, _ in configs} for _ in range(3))
+    runs = {k: [] for k, _ in configs}  # key -> [(round, tokens, seconds, passes, drafted, accepted)]
     outputs: dict[str, list] = {k: [] for k, _ in configs}
     for r in range(rounds):
-        for key, gamma in configs:
-            tokens, seconds, passes, drafted, accepted = 0, 0.0, 0, 0, 0
-            for i, ids in enumerate(prompts):
+        for i, ids in enumerate(prompts):
+            for key, gamma in configs:
                 s = DecodeSettings(gamma=max(gamma, 1), temperature=temperature,
                                    max_new_tokens=n_tokens, seed=1000 * r + i, fast=fast, draft_int8=int8)
                 gen = speculative_generate if gamma else autoregressive_generate
                 start = time.perf_counter()
                 events = list(gen(pair, ids, s))
-                seconds += time.perf_counter() - start
-                tokens += sum(len(e.emitted_ids) for e in events)
-                passes += len(events)
-                drafted += sum(len(e.draft_ids) for e in events)
-                accepted += sum(e.n_accepted for e in events)
+                seconds = time.perf_counter() - start
+                runs[key].append((r, sum(len(e.emitted_ids) for e in events), seconds, len(events),
+                                  sum(len(e.draft_ids) for e in events), sum(e.n_accepted for e in events)))
                 if r == 0:
                     outputs[key].append([t for e in events for t in e.emitted_ids])
-            rates[key].append(tokens / seconds)
-            per_pass[key].append(tokens / passes)
-            acceptance[key].append(accepted / drafted if drafted else None)
-    out = {k: {"tokens_per_s": round(statistics.median(rates[k]), 1),
-               "tokens_per_pass": round(statistics.fmean(per_pass[k]), 3)} for k, _ in configs}
-    for key, _ in configs[1:]:  # drafts accepted / drafts verified, in the runs themselves
-        out[key]["acceptance"] = round(statistics.fmean(acceptance[key]), 3)
+    out = {key: _speed_row(rows, runs["plain"]) for key, rows in runs.items()}
     if temperature == 0:
         for key, _ in configs[1:]:
             out[key]["identical_to_plain"] = outputs[key] == outputs["plain"]
     return out
+
+
+def speedup_of(row: dict, plain: dict) -> float:
+    """A speeds() entry's speed-up over plain decoding: its paired "speedup", or for a table
+    written before speeds() paired its runs, the ratio of the two tokens/s."""
+    return row.get("speedup", row["tokens_per_s"] / plain["tokens_per_s"])
+
+
+def _speed_row(rows: list[tuple], plain: list[tuple]) -> dict:
+    """One configuration's runs (round, tokens, seconds, passes, drafted, accepted), each paired
+    with plain decoding's run of the same round and prompt -> its speeds() entry."""
+    rounds = sorted({row[0] for row in rows})
+    rate = [sum(x[1] for x in rows if x[0] == r) / sum(x[2] for x in rows if x[0] == r) for r in rounds]
+    ratios = [(a[1] / a[2]) / (b[1] / b[2]) for a, b in zip(rows, plain)]
+    row = {"tokens_per_s": round(statistics.median(rate), 1),
+           "tokens_per_pass": round(sum(x[1] for x in rows) / sum(x[3] for x in rows), 3),
+           "speedup": round(statistics.median(ratios), 3),
+           "speedup_range": [round(min(ratios), 3), round(max(ratios), 3)]}
+    drafted = sum(x[4] for x in rows)
+    if drafted:  # drafts accepted / drafts verified, in the runs themselves
+        row["acceptance"] = round(sum(x[5] for x in rows) / drafted, 3)
+    return row
 
 
 def evaluate(pair, heldout: torch.Tensor, *, windows_n=24, samples_n=8, sample_tokens=96,

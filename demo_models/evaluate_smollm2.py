@@ -11,9 +11,11 @@ on this machine:
     replies at T = 0.7 and T = 1 (Leviathan et al. 2023, Def. 3.1), and greedy agreement;
   - c = t_draft / t_target of single-token forwards (median of 20);
   - tokens/s of plain decoding and of speculative decoding for gamma in GAMMAS, greedy and at
-    T = 0.7, in the same run, the median of 3 interleaved rounds; greedy outputs compared token
-    for token;
-  - the best gamma and its speed-up; tokens per pass against (1 - a^(g+1)) / (1 - a);
+    T = 0.7, in the same run, 3 rounds with every configuration run back to back per prompt;
+    greedy outputs compared token for token;
+  - the best gamma by its paired speed-up (median over rounds and prompts of its tokens/s over
+    plain decoding's on the same prompt seconds earlier; demo_models.evaluate.speeds) and that
+    speed-up's range; tokens per pass against (1 - a^(g+1)) / (1 - a);
   - the CPU regime (app.cpu_regime): is the knee visible, and MKL_CBWR in effect.
 """
 from __future__ import annotations
@@ -125,10 +127,11 @@ def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], tempe
 
 
 def best(speed: dict) -> dict:
-    """The fastest gamma and its speed-up over plain decoding, from one speeds() table."""
-    plain = speed["plain"]["tokens_per_s"]
-    key = max((k for k in speed if k != "plain"), key=lambda k: speed[k]["tokens_per_s"])
-    return {"gamma": int(key.split("=")[1]), "speedup": round(speed[key]["tokens_per_s"] / plain, 3)}
+    """The gamma with the highest paired speed-up over plain decoding (speeds()' "speedup"),
+    its speed-up and that speed-up's range over the (round, prompt) pairs."""
+    key = max((k for k in speed if k != "plain"), key=lambda k: speed[k]["speedup"])
+    return {"gamma": int(key.split("=")[1]), "speedup": speed[key]["speedup"],
+            "speedup_range": speed[key]["speedup_range"]}
 
 
 def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_tokens=64, rounds=3,
