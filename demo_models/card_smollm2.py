@@ -113,16 +113,17 @@ three (the code row names each column's commit, where the evaluation recorded it
 files differed from it). The last two columns are an AVX-512 EPYC again, on another day, after
 those three changes and after the fast path began measuring per row count which form is faster
 there (`app.lean.choose_form_rows`: with `MKL_CBWR=AVX512` the form for 1–4 rows, F.linear for
-5–8). Compare tokens/s within a column, not across columns: on that shared machine the
-target's single-token pass, the same code for one row before and after that change, measured
-51.7 ms in a run at 7e29319 (not kept) and 36.1 ms in the next, less than an hour apart.
+5–8) and the evaluation began pairing each speed-up with plain decoding of the same prompt.
+Compare tokens/s within a column, not across columns: on that shared machine the target's
+single-token pass, computed by the same code throughout, measured 51.7 ms (a run at 7e29319),
+36.1 ms (at 7533183) and 28.7 ms (at e8440e9, the second-to-last column) within two hours.
 The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
 
 Speed at each γ (tokens/s, median over 3 rounds; in brackets speculative ÷ plain: for an
 evaluation that recorded it, the median of the ratios of each run to plain decoding of the same
 prompt in the same round, seconds earlier; otherwise the ratio of the two medians). Where the best-γ rows above
-give a range, it is the lowest and highest of those paired ratios (3 rounds × 3 prompts): how
-far one run on this shared machine can be from another.
+give a range, it is the lowest and highest of those paired ratios (3 rounds × 3 prompts): the
+prompts differ in how many drafts the target accepts, and the runs in the shared machine's load.
 
 {speed_table}
 """
