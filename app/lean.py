@@ -167,7 +167,9 @@ def choose_form_rows(weights: list[torch.Tensor], rounds: int = 3, products=None
     --qs 1 2 3 4 5 6 7 8, SmolLM2's lean pass, median of 3 rounds, ms for F.linear -> form):
     AVX-512 EPYC as installed, 1 row 64 -> 49, 5 rows 103 -> 70, 8 rows 95 -> 93; the same CPU
     with MKL_CBWR=AVX512, 1 row 68 -> 50, 4 rows 65 -> 60, 5 rows 71 -> 79, 8 rows 73 -> 102.
-    Cost: 2 * FEW_ROWS * rounds + 2 sweeps (on that CPU, 2 threads: SmolLM2 3.7 s, its draft 0.4 s)."""
+    Cost: 2 * FEW_ROWS * rounds + 2 sweeps (on that CPU, 2 threads: SmolLM2 3.7 s, its draft 0.4 s).
+    Where the forms are close, two runs can choose differently; both give the same products up
+    to reassociation (~1e-5), and the engine's exactness does not rest on either."""
     products = products or {"form": few_rows_product, "linear": F.linear}
     gen = torch.Generator().manual_seed(0)
     inputs = {n: {w.shape[1]: torch.randn(n, w.shape[1], generator=gen) for w in weights}
