@@ -477,7 +477,9 @@ def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
                                  progress=lambda f, msg: progress(0.2 + 0.8 * f, desc=msg))
     regime = None
     if pair.device == "cpu":
-        progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?")
+        progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?"
+                 + (" (a first Fast-path run also times which product form suits each pass size:"
+                    " a few seconds, once per model)" if req.settings.fast else ""))
         regime = cpu_regime.probe(pair.target, pair.device, ceilings.device_name, fast=req.settings.fast)
     return pair, ids, ceilings, regime
 
