@@ -59,3 +59,4 @@ for name, get in (("eager", lambda k: k["rows"]), ("fast", lambda k: k["fast"]["
 PY
 grep -h "greedy outputs identical" "$OUT"/exact*.log
 cat "$OUT/status.txt"
+! grep -qv " rc=0$" "$OUT/status.txt"  # the exit status: 0 only when every step's was
