@@ -61,8 +61,18 @@ VOCAB_SIZE = 49152    # SmolLM2's vocabulary
 MORE_T = 0.7          # the second round of replies (prompts.more_prompts) samples at the eval's T
 MORE_ROUNDS = 2       # ...and is sampled this many times (new seeds: new replies to the same prompts)
 HELDOUT_FOR_TRAINING = 48  # held-out prompts [0, 48) choose the checkpoint; evaluation uses the rest
-DRAFT_SHAPE = dict(hidden_size=320, num_hidden_layers=6, num_attention_heads=5,
-                   num_key_value_heads=5, intermediate_size=960)
+
+
+def draft_shape(width: int = 320, layers: int = 6) -> dict:
+    """A narrow Llama's shape: heads of 64 dimensions, MLP 3x the width (as SmolLM2's 576 / 1536
+    is about 2.7x). The shipped draft is draft_shape() = 6 x 320, 13.2M parameters."""
+    if width % 64:
+        raise ValueError(f"the draft's width must be a multiple of the 64-dimension head, not {width}")
+    return dict(hidden_size=width, num_hidden_layers=layers, num_attention_heads=width // 64,
+                num_key_value_heads=width // 64, intermediate_size=3 * width)
+
+
+DRAFT_SHAPE = draft_shape()
 DRAFT_VOCAB = 16384   # target tokens the draft can propose (app/draft_vocab.py), by teacher mass
 
 
@@ -314,17 +324,17 @@ def kept_fields(teacher_cfg, kept: list[int]) -> dict:
     return dict(vocab_size=len(kept) + 1, draft_vocab_ids=kept, target_vocab_size=teacher_cfg.vocab_size, **special)
 
 
-def make_draft(teacher_cfg, teacher_embedding: torch.Tensor, kept: list[int]):
+def make_draft(teacher_cfg, teacher_embedding: torch.Tensor, kept: list[int], shape: dict = DRAFT_SHAPE):
     """A narrow Llama over the kept tokens plus one input-only row for any other token
     (app/draft_vocab.py), tied embeddings initialised with the target's embedding [vocab, 576]
-    projected on its top DRAFT_SHAPE["hidden_size"] right singular vectors (the best rank-d
+    projected on its top shape["hidden_size"] right singular vectors (the best rank-d
     approximation's coordinates): rows `kept`, and their mean for the extra row."""
     from transformers import LlamaConfig, LlamaForCausalLM
     vocab = DraftVocab(kept, teacher_cfg.vocab_size, "cpu")
     cfg = LlamaConfig(max_position_embeddings=2048, tie_word_embeddings=True, rope_theta=100000.0,
-                      head_dim=64, **kept_fields(teacher_cfg, kept), **DRAFT_SHAPE)
+                      head_dim=64, **kept_fields(teacher_cfg, kept), **shape)
     draft = LlamaForCausalLM(cfg)
-    d = DRAFT_SHAPE["hidden_size"]
+    d = shape["hidden_size"]
     _, _, vh = torch.linalg.svd(teacher_embedding.float(), full_matrices=False)  # vh: [576, 576]
     proj = teacher_embedding.float()[vocab.ids] @ vh[:d].T                       # [K, d]
     proj = torch.cat([proj, proj.mean(0, keepdim=True)])                         # [K + 1, d]
@@ -585,7 +595,8 @@ def start_draft(args, examples: list[dict]):
     kept = choose_vocab(examples, special)
     if args.slice:
         return make_sliced_draft(teacher, kept, [int(i) for i in args.slice.split(",")]), tok, None
-    return make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(), kept), tok, None
+    shape = draft_shape(args.width, args.layers)
+    return make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(), kept, shape), tok, None
 
 
 def save_draft(draft, tok, args, log: dict) -> None:
@@ -636,6 +647,10 @@ def parse_args(argv=None):
     ap.add_argument("--resume", help="train a saved draft further (its directory) instead of a new one")
     ap.add_argument("--slice", help="start from the target's own layers at its width, e.g. 0,1 "
                     "(make_sliced_draft) instead of a new narrow draft (README: not better on this CPU)")
+    ap.add_argument("--width", type=int, default=DRAFT_SHAPE["hidden_size"],
+                    help="train: a new draft's hidden size (draft_shape: a multiple of 64; MLP 3x)")
+    ap.add_argument("--layers", type=int, default=DRAFT_SHAPE["num_hidden_layers"],
+                    help="train: a new draft's decoder layers")
     ap.add_argument("--tvd", type=float, default=0.0,
                     help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
     ap.add_argument("--tvd-temperature", type=float, default=0.7)

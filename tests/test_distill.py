@@ -54,6 +54,18 @@ def test_draft_rows_and_special_ids_are_mapped(draft):
     assert draft.get_input_embeddings().weight.shape == (len(kept) + 1, distill.DRAFT_SHAPE["hidden_size"])
 
 
+def test_draft_shape_sets_width_and_depth(data):
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    kept = distill.choose_vocab(data, special=[0, 1, 2], k=12)
+    wide = distill.make_draft(cfg, torch.randn(V, 576), kept, distill.draft_shape(384, 2))
+    assert wide.get_input_embeddings().weight.shape == (len(kept) + 1, 384)
+    assert len(wide.model.layers) == 2 and wide.config.num_attention_heads == 6
+    assert wide.model.layers[0].mlp.up_proj.weight.shape == (3 * 384, 384)
+    assert distill.draft_shape() == distill.DRAFT_SHAPE and distill.DRAFT_SHAPE["hidden_size"] == 320
+    with pytest.raises(ValueError, match="multiple of the 64"):
+        distill.draft_shape(100)
+
+
 def test_loss_and_alpha_bound_count_untrainable_mass_as_lost(draft, data):
     batch = distill.collate(data, pad=2, vocab=DraftVocab.of(draft))
     ids, mask, pos, tk_rows, p_target = batch
