@@ -18,11 +18,14 @@ from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train
 
 EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json",
          "eval_mkl_avx2_fast_int8.json", "eval_fast_int8.json",
-         "eval_avx512_latest_mkl_fast_int8.json", "eval_avx512_latest_fast_int8.json")
-# the last two on an AVX2-only CPU: MKL_CBWR=AVX2 --fast --draft-int8, and --fast --draft-int8 as installed
+         "eval_avx512_latest_mkl_fast_int8.json", "eval_avx512_latest_fast_int8.json",
+         "eval_xeon_amx_fast_int8.json")
+# the fifth and sixth on an AVX2-only CPU (MKL_CBWR=AVX2 and as installed, --fast --draft-int8), the seventh
+# and eighth on the AVX-512 EPYC again, the ninth on an Intel Xeon with AMX (as installed, 3 December)
 SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft",
          "AVX2 CPU, MKL_CBWR, fast, int8 draft", "AVX2 CPU, fast, int8 draft",
-         "AVX-512 again, MKL_CBWR, fast, int8 draft", "AVX-512 again, fast, int8 draft")  # speed-table column labels
+         "AVX-512 again, MKL_CBWR, fast, int8 draft", "AVX-512 again, fast, int8 draft",
+         "Intel Xeon (AMX), fast, int8 draft")  # speed-table column labels
 CARD = """# SmolLM2-135M-Instruct draft — model card
 
 <!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
@@ -94,8 +97,8 @@ the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et
 Where an evaluation measured it, the brackets hold α's 95% interval from a bootstrap over its
 replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not independent).
 
-| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) | another CPU: `MKL_CBWR=AVX2 --fast --draft-int8` | another CPU, as installed: `--fast --draft-int8` | the AVX-512 CPU again, later code: `MKL_CBWR=AVX512 --fast --draft-int8` | the same, as installed: `--fast --draft-int8` |
-|---|---|---|---|---|---|---|---|---|
+| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) | another CPU: `MKL_CBWR=AVX2 --fast --draft-int8` | another CPU, as installed: `--fast --draft-int8` | the AVX-512 CPU again, later code: `MKL_CBWR=AVX512 --fast --draft-int8` | the same, as installed: `--fast --draft-int8` | an Intel Xeon with AMX, as installed: `--fast --draft-int8` |
+|---|---|---|---|---|---|---|---|---|---|
 {eval_rows}
 
 Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
