@@ -407,41 +407,62 @@ def matched(log_q: torch.Tensor, tk_rows: torch.Tensor) -> tuple[torch.Tensor, t
     return log_q.gather(1, tk_rows.clamp(max=log_q.shape[1] - 1)), kept
 
 
-def kept_ce(logits: torch.Tensor, tk_rows: torch.Tensor, p_target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def tempered(p_target: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The teacher's top-K probabilities [n, TOP_K] at `temperature`: p^(1/T), renormalised
+    (what app.speculative's logits transform makes of the target's logits at T)."""
+    p_t = p_target ** (1 / temperature)
+    return p_t / p_t.sum(-1, keepdim=True)
+
+
+def kept_ce(logits: torch.Tensor, tk_rows: torch.Tensor, p_target: torch.Tensor,
+            temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """logits [n, K] over the kept tokens, the teacher's top-K rows / probabilities [n, TOP_K] ->
-    (cross-entropy to the teacher's top-K restricted to the kept tokens and renormalised, the
-    per-position acceptance lower bound sum over kept top-K of min(p, q) at T = 1 [n])."""
-    log_q_k, kept = matched(F.log_softmax(logits, -1), tk_rows)                    # [n, TOP_K]
-    p_kept = p_target * kept
+    (cross-entropy of q_T = softmax(logits / T) to the teacher's top-K at T (tempered) restricted
+    to the kept tokens and renormalised, the per-position acceptance lower bound sum over kept
+    top-K of min(p_T, q_T) [n]). Any T is minimised by the same logits, log p + const; T < 1
+    weighs the teacher's likely tokens more, which are what sampling at T < 1 draws
+    (`--distill-temperature`)."""
+    p_t = tempered(p_target, temperature)                                          # [n, TOP_K]
+    log_q_k, kept = matched(F.log_softmax(logits / temperature, -1), tk_rows)      # [n, TOP_K]
+    p_kept = p_t * kept
     loss = -(p_kept / p_kept.sum(-1, keepdim=True).clamp_min(1e-6) * log_q_k).sum(-1).mean()
-    return loss, (torch.minimum(p_target, log_q_k.exp()) * kept).sum(-1)
+    return loss, (torch.minimum(p_t, log_q_k.exp()) * kept).sum(-1)
 
 
 def tempered_alpha(p_target: torch.Tensor, logits: torch.Tensor, tk_rows: torch.Tensor,
                    temperature: float) -> torch.Tensor:
     """The acceptance bound at `temperature` [n]: sum over the kept top-K of min(p_T, q_T), p_T
     the teacher's top-K tempered (p^(1/T), renormalised), q_T = softmax(logits / T)."""
-    p_t = p_target ** (1 / temperature)
-    p_t = p_t / p_t.sum(-1, keepdim=True)                                          # [n, TOP_K]
     log_q_t, kept = matched(F.log_softmax(logits / temperature, -1), tk_rows)
-    return (torch.minimum(p_t, log_q_t.exp()) * kept).sum(-1)
+    return (torch.minimum(tempered(p_target, temperature), log_q_t.exp()) * kept).sum(-1)
 
 
 def soft_ce(draft, ids, mask, pos, tk_rows, p_target, tvd: float = 0.0,
-            tvd_t: float = 0.7) -> tuple[torch.Tensor, torch.Tensor]:
+            tvd_t: float = 0.7, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy of the draft to the teacher's top-K restricted to the kept tokens (the
-    conditional the draft can express), and the per-position acceptance lower bound
-    sum over kept top-K of min(p, q) at T = 1 (teacher mass on other tokens counts as lost).
+    conditional the draft can express), both at `temperature` (kept_ce), and the per-position
+    acceptance lower bound sum over kept top-K of min(p, q) at that temperature (teacher mass
+    on other tokens counts as lost).
 
     tvd > 0 adds tvd * (1 - that bound at temperature tvd_t, both sides tempered): the rejection
     rate itself, the total variation distance that DistillSpec (Zhou et al. 2023, arXiv
     2310.08461) distils against. Cross-entropy covers the teacher's mass; this term rewards
     matching it where min(p, q) is decided."""
     logits = draft_logits(draft, ids, mask, pos)                                   # [n, K]
-    loss, alpha = kept_ce(logits, tk_rows, p_target)
+    loss, alpha = kept_ce(logits, tk_rows, p_target, temperature)
     if tvd > 0:
         loss = loss + tvd * (1 - tempered_alpha(p_target, logits, tk_rows, tvd_t).mean())
     return loss, alpha
+
+
+def bound_key(temperature: float) -> str:
+    """The train log's name of the held-out bound at `temperature`."""
+    return "heldout_alpha_topk" if temperature == 1 else f"heldout_alpha_topk_T{temperature}"
+
+
+def heldout_bounds(draft, held: list[dict], pad: int, temperatures) -> dict[str, float]:
+    """{bound_key(t): the held-out alpha bound at t} for each temperature; leaves the draft training."""
+    return {bound_key(t): heldout_alpha(draft, held, pad, t) for t in temperatures}
 
 
 def heldout_alpha(draft, held: list[dict], pad: int, temperature: float = 1.0) -> float:
@@ -508,12 +529,12 @@ def cpu_has_bf16() -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0.7):
+def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0.7, temperature: float = 1.0):
     """One optimiser step on a collated batch; (loss, per-position alpha bound [n]). With bf16
     the forward runs under CPU autocast (bf16 matrix products, fp32 weights, optimiser state
     and loss): worth it only where oneDNN has bf16 kernels for the CPU (cpu_has_bf16)."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss, alpha = soft_ce(draft, *batch, tvd=tvd, tvd_t=tvd_t)
+        loss, alpha = soft_ce(draft, *batch, tvd=tvd, tvd_t=tvd_t, temperature=temperature)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
     opt.step()
@@ -549,34 +570,38 @@ def train_draft(args) -> None:
     print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     rng, t0, curve, cap = random.Random(args.seed), time.time(), [], args.max_minutes * 60
-    best = (-1.0, -1, None)  # (held-out alpha, step, weights): the draft that is saved
+    temps = sorted({1.0, args.distill_temperature} | ({args.tvd_temperature} if args.tvd else set()))
+    sel = bound_key(args.distill_temperature)  # the held-out bound that chooses the checkpoint
+    best = (-1.0, -1, None, {})  # (held-out alpha, step, weights, its bounds): the draft that is saved
     for step in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, time.time() - t0, cap, args.lr)
         batch = rng.sample(data, args.batch) + rng.sample(corpus, args.corpus_per_batch)
-        loss, alpha = train_step(draft, opt, collate(batch, pad, vocab), args.bf16, args.tvd, args.tvd_temperature)
+        loss, alpha = train_step(draft, opt, collate(batch, pad, vocab), args.bf16, args.tvd, args.tvd_temperature,
+                                 args.distill_temperature)
         if step % 25 == 0:
             row = {"step": step, "loss": round(loss.item(), 4), "alpha_topk": round(alpha.mean().item(), 4),
                    "seconds": round(time.time() - t0, 1)}
             if step % 100 == 0:
-                row["heldout_alpha_topk"] = heldout_alpha(draft, held, pad)
-                if args.tvd:  # the term's own temperature, logged beside the selection metric
-                    row[f"heldout_alpha_topk_T{args.tvd_temperature}"] = heldout_alpha(draft, held, pad, args.tvd_temperature)
-                if row["heldout_alpha_topk"] > best[0]:
-                    best = (row["heldout_alpha_topk"], step, {k: v.clone() for k, v in draft.state_dict().items()})
+                row.update(bounds := heldout_bounds(draft, held, pad, temps))
+                if bounds[sel] > best[0]:
+                    best = (bounds[sel], step, {k: v.clone() for k, v in draft.state_dict().items()}, bounds)
             curve.append(row)
             print("  ", row, flush=True)
         if time.time() - t0 > cap:
             print(f"  stopping at the {args.max_minutes}-minute cap after {step + 1} steps", flush=True)
             break
-    final = heldout_alpha(draft, held, pad)
-    if best[0] > final:  # an earlier checkpoint drafted better on the held-out prompts
+    final = heldout_bounds(draft, held, pad, temps)
+    earlier = best[0] > final[sel]  # an earlier checkpoint drafted better on the held-out prompts
+    if earlier:
         draft.load_state_dict(best[2])
     save_draft(draft, tok, args, {"data": data_log, "steps_done": step + 1, "curve": curve,
                                   "heldout_kept_coverage": coverage,
-                                  "seconds": round(time.time() - t0, 1), "final_heldout_alpha_topk": final,
-                                  "saved_step": best[1] if best[0] > final else step,
-                                  "heldout_alpha_topk": max(final, best[0]),
+                                  "seconds": round(time.time() - t0, 1),
+                                  "final_heldout_alpha_topk": final["heldout_alpha_topk"],
+                                  "saved_step": best[1] if earlier else step,
+                                  **(best[3] if earlier else final), "selected_by": sel,
+                                  "distill_temperature": args.distill_temperature,
                                   "tvd": args.tvd, "tvd_temperature": args.tvd_temperature,
                                   "autocast": "bf16" if args.bf16 else None,
                                   **({"resumed_from": before} if before else {})})
@@ -654,6 +679,9 @@ def parse_args(argv=None):
     ap.add_argument("--tvd", type=float, default=0.0,
                     help="weight of the rejection-rate term (1 - sum min(p, q) at --tvd-temperature)")
     ap.add_argument("--tvd-temperature", type=float, default=0.7)
+    ap.add_argument("--distill-temperature", type=float, default=1.0,
+                    help="train: match the teacher at this temperature (kept_ce: both sides tempered; "
+                    "0.7 is the evaluation's) and choose the checkpoint by the held-out bound there")
     ap.add_argument("--teacher-bf16", action="store_true",
                     help="data: rebuild recorded replies and corpus windows with the teacher's decoder under "
                     "bf16 autocast (output layer fp32; recorded in the data log); sampling stays fp32")

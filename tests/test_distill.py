@@ -105,6 +105,52 @@ def test_descending_the_tvd_term_alone_raises_the_acceptance_bound(data):
     assert distill.alpha_by_scale(draft, data, 2, 0.7, [1.0])[1.0] > before + 0.05
 
 
+def test_distill_temperature_keeps_the_minimiser_and_matches_the_tempered_bound():
+    """kept_ce at T = 0.7 (`--distill-temperature`): the draft logits log p + c still minimise it
+    (zero gradient, bound 1), its bound is tempered_alpha's at 0.7, and T = 1 is the plain
+    cross-entropy to p."""
+    p = torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.7, 0.1, 0.1, 0.1]])               # [n, TOP_K]
+    rows = torch.tensor([[2, 0, 3, 1], [1, 3, 0, 2]])                             # their draft rows
+    at_log_p = torch.full((2, 4), -9.0).scatter(1, rows, p.log()) + 0.4           # [n, K]: log p + c
+    exact = at_log_p.clone().requires_grad_()
+    loss, bound = distill.kept_ce(exact, rows, p, 0.7)
+    loss.backward()
+    assert exact.grad.abs().max() < 1e-6 and bound.tolist() == pytest.approx([1.0, 1.0], abs=1e-5)
+    off = at_log_p * 1.4 + torch.tensor([[0.0, 0.5, -0.3, 0.2]])                   # too sharp, and shifted
+    loss_t, bound_t = distill.kept_ce(off, rows, p, 0.7)
+    assert bound_t.tolist() == pytest.approx(distill.tempered_alpha(p, off, rows, 0.7).tolist())
+    assert (bound_t < 1 - 1e-3).all()
+    plain = -(p * torch.log_softmax(off, -1).gather(1, rows)).sum(-1).mean()
+    assert distill.kept_ce(off, rows, p)[0] == pytest.approx(plain.item()) and loss_t != pytest.approx(plain.item())
+
+
+def test_training_at_a_distill_temperature_chooses_its_checkpoint_by_the_bound_there(draft, data, tmp_path):
+    """train_draft end to end on made-up teacher shards (--resume: no flagship needed): with
+    --distill-temperature 0.7 every held-out row logs the bounds at 1 and 0.7, and the saved
+    draft is the one with the best bound at 0.7, which the log names."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    src, cache, out = tmp_path / "src", tmp_path / "cache", tmp_path / "out"
+    draft.save_pretrained(src)
+    AutoTokenizer.from_pretrained(str(distill.HERE / "tiny" / "target")).save_pretrained(src)
+    (src / "train_log.json").write_text("{}")
+    cache.mkdir()
+    for name in distill.reply_files([0.7]) + ["heldout.pt", "corpus.pt"]:
+        torch.save(data, cache / name)
+    (cache / "data_log.json").write_text("{}")
+    distill.train_draft(distill.parse_args(
+        ["train", "--cache", str(cache), "--out", str(out), "--resume", str(src), "--wide-rounds", "0",
+         "--temperatures", "0.7", "--steps", "101", "--batch", "2", "--corpus-per-batch", "1", "--lr", "1e-3",
+         "--distill-temperature", "0.7", "--no-bf16"]))
+    log = json.loads((out / "train_log.json").read_text())
+    rows = [r for r in log["curve"] if "heldout_alpha_topk" in r]
+    assert [r["step"] for r in rows] == [0, 100] and all("heldout_alpha_topk_T0.7" in r for r in rows)
+    assert log["selected_by"] == "heldout_alpha_topk_T0.7" and log["distill_temperature"] == 0.7
+    assert log["heldout_alpha_topk_T0.7"] >= max(r["heldout_alpha_topk_T0.7"] for r in rows)
+    saved = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    assert distill.alpha_by_scale(saved, data, 2, 0.7, [1.0])[1.0] == pytest.approx(
+        log["heldout_alpha_topk_T0.7"], abs=2e-3)  # fp16 on disk
+
+
 def test_resume_starts_from_the_saved_draft_and_keeps_its_log(draft, tmp_path):
     from transformers import AutoTokenizer
     draft.save_pretrained(tmp_path)
