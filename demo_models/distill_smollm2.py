@@ -29,7 +29,8 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      the target's embedding rows projected on their top principal directions (SVD), trained by
      cross-entropy to the teacher's top-K distribution restricted to the kept tokens (= forward
      KL up to a constant), the quantity whose complement sum_x min(p, q) is the acceptance rate
-     (Leviathan et al. 2023). The checkpoint is chosen by alpha on the first
+     (Leviathan et al. 2023); `--distill-temperature T` matches both sides at T instead of 1
+     (kept_ce; the shipped draft: 1). The checkpoint is chosen by alpha on the first
      HELDOUT_FOR_TRAINING held-out prompts; the evaluation uses the others. Saved in fp16
      (within the 40 MB budget) with the target's tokenizer.
   3. calibrate: one scalar, the draft's logit scale, fitted on the same held-out prompts.
