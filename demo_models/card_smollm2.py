@@ -226,11 +226,12 @@ def _teacher_time(data: dict) -> str:
 def _wide(replies: dict) -> str:
     """The wide-topics shards' clause (distill_smollm2 --wide-rounds), one part per round the draft saw."""
     parts = []
-    for r, (topics, per) in enumerate(WIDE_LISTS):
+    for r, (topics, _, skip, per) in enumerate(WIDE_LISTS):
         key = f"wide topics, {'' if r == 0 else f'round {r + 1}, '}T=0.7"
         if key in replies:
             n = replies[key].get("prompts", len(wide_prompts(r)))
-            parts.append(f"{n:,} more ({len(topics)} further topics × {per} of the 20 templates, once each)")
+            which = "further topics" if skip == 0 else "of those topics again"
+            parts.append(f"{n:,} more ({len(topics)} {which} × {per} {'more ' if skip else ''}of the 20 templates, once each)")
     return f", then {' and '.join(parts)} sampled at T = 0.7" if parts else ""
 
 

@@ -466,6 +466,13 @@ def heldout_bounds(draft, held: list[dict], pad: int, temperatures) -> dict[str,
     return {bound_key(t): heldout_alpha(draft, held, pad, t) for t in temperatures}
 
 
+def seen_sample(data: list[dict], n: int, seed: int) -> list[dict]:
+    """n training replies (the same ones for a seed) whose bound the train log keeps beside the
+    held-out one: the gap between them is how much of the training set the draft memorised (the
+    shipped draft: 0.65-0.68 on replies it trained on against 0.52-0.53 on new ones, README)."""
+    return random.Random(seed + 1).sample(data, min(n, len(data)))
+
+
 def heldout_alpha(draft, held: list[dict], pad: int, temperature: float = 1.0) -> float:
     """The held-out alpha bound at `temperature` (alpha_by_scale at scale 1); leaves the draft
     training."""
@@ -573,6 +580,7 @@ def train_draft(args) -> None:
     rng, t0, curve, cap = random.Random(args.seed), time.time(), [], args.max_minutes * 60
     temps = sorted({1.0, args.distill_temperature} | ({args.tvd_temperature} if args.tvd else set()))
     sel = bound_key(args.distill_temperature)  # the held-out bound that chooses the checkpoint
+    seen = seen_sample(data, len(held), args.seed)
     best = (-1.0, -1, None, {})  # (held-out alpha, step, weights, its bounds): the draft that is saved
     for step in range(args.steps):
         for g in opt.param_groups:
@@ -585,6 +593,7 @@ def train_draft(args) -> None:
                    "seconds": round(time.time() - t0, 1)}
             if step % 100 == 0:
                 row.update(bounds := heldout_bounds(draft, held, pad, temps))
+                row["seen_alpha_topk"] = heldout_alpha(draft, seen, pad)
                 if bounds[sel] > best[0]:
                     best = (bounds[sel], step, {k: v.clone() for k, v in draft.state_dict().items()}, bounds)
             curve.append(row)
@@ -596,10 +605,12 @@ def train_draft(args) -> None:
     earlier = best[0] > final[sel]  # an earlier checkpoint drafted better on the held-out prompts
     if earlier:
         draft.load_state_dict(best[2])
+    seen_alpha = heldout_alpha(draft, seen, pad)  # the saved draft's, on training replies
     save_draft(draft, tok, args, {"data": data_log, "steps_done": step + 1, "curve": curve,
                                   "heldout_kept_coverage": coverage,
                                   "seconds": round(time.time() - t0, 1),
                                   "final_heldout_alpha_topk": final["heldout_alpha_topk"],
+                                  "seen_alpha_topk": seen_alpha, "seen_replies": len(seen),
                                   "saved_step": best[1] if earlier else step,
                                   **(best[3] if earlier else final), "selected_by": sel,
                                   "distill_temperature": args.distill_temperature,
@@ -652,7 +663,7 @@ def parse_args(argv=None):
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
     ap.add_argument("--wide-rounds", type=int, choices=range(len(WIDE_LISTS) + 1), default=1,
                     help="data: also answer wide_prompts(r) for the first N WIDE_LISTS "
-                    f"({', '.join(str(len(t)) for t, _ in WIDE_LISTS)} more topics); train: also learn from them "
+                    f"({', '.join(str(len(t) * per) for t, _, _, per in WIDE_LISTS)} more prompts); train: also learn from them "
                     "(1: the shipped draft's recipe; 0: the previous draft's)")
     ap.add_argument("--wide-topics", dest="wide_rounds", action="store_const", const=1,
                     help="the same as --wide-rounds 1 (the name the shipped draft's train log records)")

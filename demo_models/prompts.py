@@ -293,15 +293,23 @@ WIDE_TOPICS_2 = [  # the fourth kind of teacher data (wide_prompts(1)): more new
     "the ozone layer", "seasons in the tropics", "the night sky", "the horizon",
 ]
 
-WIDE_LISTS = [(WIDE_TOPICS, 5), (WIDE_TOPICS_2, 3)]  # (topics, templates per topic) of each wide round
+# Each wide round: (topics, stride, skip, per): topic i is asked under the templates
+# (stride * i + skip + j) mod 20 for j < per, TASKS + MORE_TASKS in order. Rounds 0 and 1 bring
+# new topics (skip 0); rounds 2 and 3 ask the same topics again under the next templates of each
+# topic's rotation, ones it has not had: replies the shipped draft never saw score as low as
+# replies on unseen topics (its bound 0.517 on seen topics under new templates, 0.516 on wide
+# round 1's topics, 0.53 held out, against 0.65-0.68 on the replies it trained on: README), so a
+# new template is new data.
+WIDE_LISTS = [(WIDE_TOPICS, 5, 0, 5), (WIDE_TOPICS_2, 3, 0, 3), (WIDE_TOPICS_2, 3, 3, 4), (WIDE_TOPICS, 5, 5, 4)]
 
 
 def wide_prompts(r: int = 0) -> list[str]:
-    """Wide round r's teacher prompts: each topic of WIDE_LISTS[r] under a few of the TASKS +
-    MORE_TASKS templates (rotating, so every template is used about equally), to show the draft
-    many more distinct subjects than the earlier rounds; disjoint from the held-out topics.
-    Round 0 (WIDE_TOPICS, 5 templates each) made the shipped draft's third kind of data."""
+    """Wide round r's teacher prompts: each topic of WIDE_LISTS[r] under `per` of the TASKS +
+    MORE_TASKS templates, rotating with the topic (rounds over new topics use every template
+    about equally), to show the draft many more distinct replies than the earlier rounds;
+    disjoint from the held-out topics. Round 0 (WIDE_TOPICS, 5 templates each) made the
+    shipped draft's third kind of data."""
     tasks = TASKS + MORE_TASKS
-    topics, per = WIDE_LISTS[r]
-    return [tasks[(per * i + j) % len(tasks)].format(t=topic)
+    topics, stride, skip, per = WIDE_LISTS[r]
+    return [tasks[(stride * i + skip + j) % len(tasks)].format(t=topic)
             for i, topic in enumerate(topics) for j in range(per)]

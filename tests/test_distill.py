@@ -134,8 +134,9 @@ def test_training_at_a_distill_temperature_chooses_its_checkpoint_by_the_bound_t
     AutoTokenizer.from_pretrained(str(distill.HERE / "tiny" / "target")).save_pretrained(src)
     (src / "train_log.json").write_text("{}")
     cache.mkdir()
-    for name in distill.reply_files([0.7]) + ["heldout.pt", "corpus.pt"]:
+    for name in distill.reply_files([0.7]) + ["corpus.pt"]:
         torch.save(data, cache / name)
+    torch.save(data[:1], cache / "heldout.pt")
     (cache / "data_log.json").write_text("{}")
     distill.train_draft(distill.parse_args(
         ["train", "--cache", str(cache), "--out", str(out), "--resume", str(src), "--wide-rounds", "0",
@@ -149,6 +150,11 @@ def test_training_at_a_distill_temperature_chooses_its_checkpoint_by_the_bound_t
     saved = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     assert distill.alpha_by_scale(saved, data, 2, 0.7, [1.0])[1.0] == pytest.approx(
         log["heldout_alpha_topk_T0.7"], abs=2e-3)  # fp16 on disk
+    # beside it, the bound on training replies (the memorisation gap), here on other examples
+    assert all("seen_alpha_topk" in r for r in rows) and log["seen_replies"] == 1
+    seen = distill.seen_sample(distill.load_data(cache, [0.7], 0)[0], 1, 1234)
+    assert distill.heldout_alpha(saved, seen, 2) == pytest.approx(log["seen_alpha_topk"], abs=2e-3)
+    assert log["seen_alpha_topk"] != pytest.approx(log["heldout_alpha_topk"], abs=1e-3)
 
 
 def test_resume_starts_from_the_saved_draft_and_keeps_its_log(draft, tmp_path):
@@ -219,7 +225,9 @@ def test_no_training_topic_names_a_held_out_topic():
     training prompt is a held-out prompt."""
     import re
     from demo_models import prompts
-    topics = prompts.TRAIN_TOPICS + prompts.MORE_TOPICS + [t for topics, _ in prompts.WIDE_LISTS for t in topics]
+    fresh = [topics for topics, _, skip, _ in prompts.WIDE_LISTS if skip == 0]  # later rounds re-ask these
+    topics = prompts.TRAIN_TOPICS + prompts.MORE_TOPICS + [t for topics in fresh for t in topics]
+    assert all(any(topics is f for f in fresh) for topics, *_ in prompts.WIDE_LISTS)
     for held in prompts.HELDOUT_TOPICS:
         word = re.compile(rf"\b{re.escape(held)}\b", re.I)
         assert not [t for t in topics if word.search(t)], held
@@ -230,16 +238,24 @@ def test_no_training_topic_names_a_held_out_topic():
 
 
 def test_wide_prompts_use_every_template_about_equally_and_each_round_adds_one_shard():
+    """Rounds over new topics use every template about equally; a round over earlier topics
+    gives each topic `per` templates it has not had (train prompts are all distinct: above)."""
     from collections import Counter
     from demo_models import prompts
     tasks = prompts.TASKS + prompts.MORE_TASKS
-    assert prompts.WIDE_LISTS[0] == (prompts.WIDE_TOPICS, 5)  # the shipped draft's round, unchanged
-    for r, (topics, per) in enumerate(prompts.WIDE_LISTS):
+    assert prompts.WIDE_LISTS[0] == (prompts.WIDE_TOPICS, 5, 0, 5)  # the shipped draft's round, unchanged
+    had: dict[str, set[int]] = {}
+    for r, (topics, _, skip, per) in enumerate(prompts.WIDE_LISTS):
         wide = prompts.wide_prompts(r)
         assert len(wide) == per * len(topics) == per * len(set(topics))
-        uses = Counter(next(i for i, task in enumerate(tasks) if task.format(t=topic) == p)
-                       for p, topic in zip(wide, [t for t in topics for _ in range(per)]))
-        assert set(uses) == set(range(len(tasks))) and max(uses.values()) - min(uses.values()) <= 1
+        used = [(topic, next(i for i, task in enumerate(tasks) if task.format(t=topic) == p))
+                for p, topic in zip(wide, [t for t in topics for _ in range(per)])]
+        assert not [u for u in used if u[1] in had.get(u[0], set())]
+        for topic, i in used:
+            had.setdefault(topic, set()).add(i)
+        if skip == 0:
+            uses = Counter(i for _, i in used)
+            assert set(uses) == set(range(len(tasks))) and max(uses.values()) - min(uses.values()) <= 1
     previous = distill.reply_files([0.7, 1.0])
     assert distill.reply_files([0.7, 1.0], wide=1) == previous + ["replies_wide_T0.7.pt"]
     assert distill.reply_files([0.7, 1.0], wide=2) == previous + ["replies_wide_T0.7.pt", "replies_wide2_T0.7.pt"]
