@@ -12,9 +12,10 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      a better draft: README), then wide_prompts() at T = 0.7 (451 more topics, once each: the
      largest step in alpha of the routes tried; --wide-rounds 0 leaves them out, the previous
      draft's recipe; --wide-rounds 2 adds wide_prompts(1), 639 further topics x 3 templates: sampled
-     and recorded; a draft trained on it too was not shipped: README). The shipped draft saw
-     all of it except wide round 2. At every generated position the top-K of the target's
-     log-distribution is kept.
+     and recorded; a draft trained on it too was not shipped: README; --wide-rounds 3 and 4 ask
+     those topics again under templates each has not had, because the draft memorises the
+     replies it trains on: README). The shipped draft saw all of it except wide rounds 2-4. At
+     every generated position the top-K of the target's log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
      stopped by its time cap saves what it made, and a rerun makes only the missing shards.
