@@ -231,7 +231,8 @@ def _wide(replies: dict) -> str:
         if key in replies:
             n = replies[key].get("prompts", len(wide_prompts(r)))
             which = "further topics" if skip == 0 else "of those topics again"
-            parts.append(f"{n:,} more ({len(topics)} {which} × {per} {'more ' if skip else ''}of the 20 templates, once each)")
+            per_topic = f"{per} {'more ' if skip else ''}of the 20 templates"
+            parts.append(f"{n:,} more ({len(topics)} {which} × {per_topic}, once each)")
     return f", then {' and '.join(parts)} sampled at T = 0.7" if parts else ""
 
 
