@@ -1,9 +1,8 @@
 """Write the flagship draft's model card (demo_models/smollm2_draft/README.md) from its logs:
-train_log.json (demo_models.distill_smollm2 train, with the teacher-data log inside) and
-eval.json / eval_mkl_avx512.json / eval_mkl_avx512_fast.json / eval_mkl_avx512_fast_int8.json
-(python -m demo_models.evaluate --pair smollm2: as installed, with MKL_CBWR=AVX512, with it on the
-fast path, --fast, and with the draft's weights in int8 there, --fast --draft-int8). Every number
-in the card is one those commands wrote.
+train_log.json (demo_models.distill_gpu or distill_smollm2 train, with the teacher-data log
+inside), the evaluations COLUMNS names (python -m
+demo_models.evaluate --pair smollm2 ...) and, where present, compare_previous.json / compare_int8.json
+(python -m demo_models.compare_drafts). Every number in the card is one those commands wrote.
 
     python -m demo_models.card_smollm2
 """
@@ -12,20 +11,18 @@ from __future__ import annotations
 import json
 
 from demo_models import SMOLLM2_DRAFT_DIR
+from demo_models.distill_gpu import training_prompts
 from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
 from demo_models.evaluate import speedup_of
 from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
-EVALS = ("eval.json", "eval_mkl_avx512.json", "eval_mkl_avx512_fast.json", "eval_mkl_avx512_fast_int8.json",
-         "eval_mkl_avx2_fast_int8.json", "eval_fast_int8.json",
-         "eval_avx512_latest_mkl_fast_int8.json", "eval_avx512_latest_fast_int8.json",
-         "eval_xeon_amx_fast_int8.json")
-# the fifth and sixth on an AVX2-only CPU (MKL_CBWR=AVX2 and as installed, --fast --draft-int8), the seventh
-# and eighth on the AVX-512 EPYC again, the ninth on an Intel Xeon with AMX (as installed, 3 December)
-SHORT = ("", "MKL_CBWR", "MKL_CBWR, fast", "MKL_CBWR, fast, int8 draft",
-         "AVX2 CPU, MKL_CBWR, fast, int8 draft", "AVX2 CPU, fast, int8 draft",
-         "AVX-512 again, MKL_CBWR, fast, int8 draft", "AVX-512 again, fast, int8 draft",
-         "Intel Xeon (AMX), fast, int8 draft")  # speed-table column labels
+# (file, column head, speed-table label) of each evaluation of the shipped draft; the previous
+# drafts' evaluations, on four kinds of CPU, are in HISTORY.md
+COLUMNS = (("eval_mkl_avx512_fast_int8.json", "`MKL_CBWR=AVX512 --fast --draft-int8`", "MKL_CBWR, fast, int8 draft"),
+           ("eval_fast_int8.json", "as installed: `--fast --draft-int8`", "fast, int8 draft"),
+           ("eval_mkl_avx512_fast.json", "`MKL_CBWR=AVX512 --fast`, fp32 draft", "MKL_CBWR, fast"))
+EVALS = tuple(f for f, _, _ in COLUMNS)
+SHORT = tuple(short for _, _, short in COLUMNS)
 CARD = """# SmolLM2-135M-Instruct draft — model card
 
 <!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
@@ -56,7 +53,46 @@ Embeddings tied with the output layer and initialised with the target's embeddin
 kept tokens projected on its top {hidden} principal directions (SVD), so the draft starts from the
 target's view of the vocabulary. Stored in fp16 ({size_mb} MB with the tokenizer; the budget is 40 MB).
 
-## Data: the target's own outputs
+{training}
+Calibration (`python -m demo_models.distill_smollm2 calibrate`): one scalar, the scale of the
+draft's logits, folded into its final norm weight and chosen on the same held-out prompts to
+maximise the α bound at T = 0.7: scale {scale}, α bound at T = 0.7 {cal_07}, at T = 1 {cal_1}
+(scale 1 → chosen). Greedy drafts do not change (the argmax does not move), and speculative
+sampling stays exact for any draft distribution; only how often drafts are accepted changes.
+
+## Evaluation (python -m demo_models.evaluate --pair smollm2)
+
+On held-out chat prompts; {eval_threads} threads, torch {torch}; each column's CPU is in its first
+row (with torch's reported vector ISA where the evaluation recorded it). α is the mean over
+the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et al. 2023).
+Where an evaluation measured it, the brackets hold α's 95% interval from a bootstrap over its
+replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not independent).
+
+{eval_head}
+{eval_rows}
+
+Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
+{all_prompts}The `--draft-int8` columns run this draft with every weight matrix rounded to int8 per
+output row (`app.lean.Int8Weight`): a quarter of the bytes a single-token pass streams, hence a
+smaller c; its α is measured as it runs, and the output is still exactly the target's. The
+columns ran on the fast path (`--fast`: `app.lean`) on this project's 2-core AMD EPYC, one after
+another: int8 with and without `MKL_CBWR=AVX512` (README, "CPU regime"), and fp32. Compare tokens/s within a column, not
+across columns or with the previous draft's numbers (`HISTORY.md`): on this shared machine the
+target's single-token pass, computed by the same code, has measured 28.7 to 51.7 ms within two
+hours. The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
+
+Speed at each γ (tokens/s, median over 3 rounds; in brackets speculative ÷ plain: for an
+evaluation that recorded it, the median of the ratios of each run to plain decoding of the same
+prompt in the same round, seconds earlier; otherwise the ratio of the two medians). Where the best-γ rows above
+give a range, it is the lowest and highest of those paired ratios (3 rounds × 3 prompts): the
+prompts differ in how many drafts the target accepts, and the runs in the shared machine's load.
+
+{speed_table}
+"""
+
+
+# the Data and Training sections of a draft made by the CPU route (distill_smollm2 data / train)
+CPU_TRAINING = """## Data: the target's own outputs
 
 `python -m demo_models.distill_smollm2 data` ran the target once and cached what it said
 ({teacher_time}):
@@ -82,53 +118,36 @@ mass), AdamW, peak LR
 corpus windows. {steps_done} steps in {train_minutes} min on {train_threads} CPU threads.
 Held-out α bound (T = 1, top-{top_k} only, reply positions of held-out prompts) during training:
 {curve}; the checkpoint of step {saved_step} is the one saved.
+"""
 
-Calibration (`python -m demo_models.distill_smollm2 calibrate`): one scalar, the scale of the
-draft's logits, folded into its final norm weight and chosen on the same held-out prompts to
-maximise the α bound at T = 0.7: scale {scale}, α bound at T = 0.7 {cal_07}, at T = 1 {cal_1}
-(scale 1 → chosen). Greedy drafts do not change (the argmax does not move), and speculative
-sampling stays exact for any draft distribution; only how often drafts are accepted changes.
+# the same sections for a draft made by the GPU route (distill_gpu)
+GPU_TRAINING = """## Data and training on a GPU
 
-## Evaluation (python -m demo_models.evaluate --pair smollm2)
+`bash benchmarks/gpu_distill.sh` ran `{command}` on one {device}, with the target
+(SmolLM2-135M-Instruct, the Q4_1 GGUF dequantised to float32) on the GPU:
 
-On held-out chat prompts; {eval_threads} threads, torch {torch}; each column's CPU is in its first
-row (with torch's reported vector ISA where the evaluation recorded it). α is the mean over
-the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et al. 2023).
-Where an evaluation measured it, the brackets hold α's 95% interval from a bootstrap over its
-replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not independent).
+- the target answered all {n_prompts} training prompts of `demo_models/prompts.py` through its
+  chat template (none of them a held-out topic), round after round in a new order with new seeds,
+  sampled at T = 0.7, for {sample_minutes} minutes: {rounds} rounds begun, {replies} replies,
+  {reply_tokens} reply tokens (the previous draft's CPU route sampled 900,505 in 135 minutes);
+- it read {corpus_windows} windows of 128 tokens of the shared public-domain corpus (Austen, Shakespeare);
+- at every position the top {top_k} of its next-token log-probabilities were kept.
 
-| | torch's MKL as installed | `MKL_CBWR=AVX512` | `MKL_CBWR=AVX512`, fast path (`--fast`: app.lean) | the same, int8 draft weights (`--fast --draft-int8`) | another CPU: `MKL_CBWR=AVX2 --fast --draft-int8` | another CPU, as installed: `--fast --draft-int8` | the AVX-512 CPU again, later code: `MKL_CBWR=AVX512 --fast --draft-int8` | the same, as installed: `--fast --draft-int8` | an Intel Xeon with AMX, as installed: `--fast --draft-int8` |
-|---|---|---|---|---|---|---|---|---|---|
-{eval_rows}
+These replies were not kept (the CPU route records its replies' token ids in
+`demo_models/smollm2_replies/`); running the route again samples new ones.
 
-Greedy speculative output was identical to plain greedy decoding for every γ in every run: {identical}.
-{all_prompts}The `--draft-int8` columns run this same draft with every weight matrix rounded to int8 per
-output row (`app.lean.Int8Weight`): a quarter of the bytes a single-token pass streams, hence
-their smaller c. It is a slightly different draft (its α is measured as it runs), and the output
-is still exactly the target's. The fifth and sixth columns are that configuration on another CPU, one
-without AVX-512 (where torch's int8 product and every pass are slower), with and without
-MKL_CBWR: the speed-ups belong to the CPU as much as to the pair. They were measured after the
-fast path began computing products of up to 8 rows as (W @ x.T).T (`app.lean.few_rows_product`,
-which avoids MKL's slow few-row path there and made both the target's and the speculative
-passes faster), computing 3 rows as 4 and 7 as 8 (`app.lean.PADDED_ROWS`), and prefilling
-without the output layer (`app.models.fill_cache`); the first four AVX-512 columns before all
-three (the code row names each column's commit, where the evaluation recorded it; "+changes":
-files differed from it). The last two columns are an AVX-512 EPYC again, on another day, after
-those three changes and after the fast path began measuring per row count which form is faster
-there (`app.lean.choose_form_rows`: with `MKL_CBWR=AVX512` the form for 1–4 rows, F.linear for
-5–8) and the evaluation began pairing each speed-up with plain decoding of the same prompt.
-Compare tokens/s within a column, not across columns: on that shared machine the target's
-single-token pass, computed by the same code throughout, measured 51.7 ms (a run at 7e29319),
-36.1 ms (at 7533183) and 28.7 ms (at e8440e9, the second-to-last column) within two hours.
-The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
+Held-out prompts use 10 other topics (the sun, forests, bicycles, …), never trained on: the
+first {heldout_choice} choose the checkpoint and the logit scale, the evaluation uses the other {heldout_eval}.
+(The bounds below are on the GPU run's own samples of those {heldout_choice}; the calibration further
+down, run on the CPU, scores the CPU route's cached samples of the same prompts.)
 
-Speed at each γ (tokens/s, median over 3 rounds; in brackets speculative ÷ plain: for an
-evaluation that recorded it, the median of the ratios of each run to plain decoding of the same
-prompt in the same round, seconds earlier; otherwise the ratio of the two medians). Where the best-γ rows above
-give a range, it is the lowest and highest of those paired ratios (3 rounds × 3 prompts): the
-prompts differ in how many drafts the target accepts, and the runs in the shared machine's load.
-
-{speed_table}
+The draft then learned those distributions: cross-entropy to the teacher's top-{top_k}
+distribution restricted to the kept tokens and renormalised, at every reply and corpus position
+(forward KL up to a constant and the tail mass), AdamW, peak LR {peak_lr}, {precision}, cosine
+schedule, batches of {batch} replies + {corpus_per_batch} corpus windows, at most 6 passes over
+the replies: {steps_done} steps in {train_seconds} s. Held-out α bound (T = 1, top-{top_k} only,
+reply positions of held-out prompts) during training: {curve} (at T = 0.7: {held_07}); on 48
+replies it trained on, {seen}: fresh replies left little to memorise.
 """
 
 
@@ -253,36 +272,93 @@ def _all_prompts(cmp: dict | None) -> str:
             "`demo_models.evaluate.paired_bootstrap_diff`).\n\n")
 
 
-def values(train: dict, evs: list[dict | None], compared: dict | None = None) -> dict:
-    cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
+def _curve(train: dict) -> str:
+    """The held-out bound (T = 1) at every checkpoint of a training run, and the saved one's."""
+    return ", ".join(f"step {r['step']}: {r['heldout_alpha_topk']:.3f}" for r in train["curve"]
+                     if "heldout_alpha_topk" in r) + f"; saved {train['heldout_alpha_topk']:.3f}"
+
+
+def _precision(train: dict) -> str:
+    return "bf16 autocast (fp32 weights and optimiser state)" if train.get("autocast") == "bf16" else "fp32"
+
+
+def _run_fields(train: dict) -> dict:
+    """What every training run's log says: its command, optimiser settings, steps and curve."""
+    return {"top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
+            "batch": train["batch"], "corpus_per_batch": train["corpus_per_batch"], "steps_done": train["steps_done"],
+            "train_minutes": f"{train['seconds'] / 60:.0f}", "train_threads": train["threads"],
+            "precision": _precision(train), "curve": _curve(train), "saved_step": train["saved_step"]}
+
+
+def _cpu_training(train: dict) -> str:
+    """The Data and Training sections of a draft made by the CPU route from cached teacher data."""
+    data, replies = train["data"], train["data"]["replies"]
+    return CPU_TRAINING.format(
+        teacher_time=_teacher_time(data), wide=_wide(replies), more_rounds=_rounds(replies),
+        n_train_prompts=len(train_prompts()), n_more_prompts=f"{len(more_prompts()):,}",
+        reply_summary="; ".join(f"{k}: {v['examples']:,} replies, {v['tokens']:,} tokens" for k, v in replies.items()),
+        corpus_windows=data["corpus_windows"], corpus_window_tokens=data["corpus_window_tokens"],
+        heldout_choice=HELDOUT_FOR_TRAINING, heldout_eval=len(heldout_prompts()) - HELDOUT_FOR_TRAINING,
+        **_run_fields(train))
+
+
+def _gpu_training(train: dict) -> str:
+    """The Data and Training sections of a draft made by the GPU route (distill_gpu)."""
     data = train["data"]
+    return GPU_TRAINING.format(
+        device=data["device"], n_prompts=f"{len(training_prompts()):,}", rounds=data["rounds_begun"],
+        replies=f"{data['replies']:,}", reply_tokens=f"{data['reply_tokens']:,}",
+        sample_minutes=f"{data['sample_seconds'] / 60:.1f}", corpus_windows=f"{data['corpus_windows']:,}",
+        heldout_choice=HELDOUT_FOR_TRAINING, heldout_eval=len(heldout_prompts()) - HELDOUT_FOR_TRAINING,
+        train_seconds=f"{data['train_seconds']:.0f}", seen=f"{train['seen_alpha_topk']:.3f}",
+        held_07=f"{train['heldout_alpha_topk_T0.7']:.3f}", **_run_fields(train))
+
+
+def _training(train: dict) -> str:
+    """The route's Data and Training sections, by which command made the saved draft."""
+    if train["command"].startswith("python -m demo_models.distill_gpu"):
+        return _gpu_training(train)
+    return _cpu_training(train)
+
+
+def _eval_head() -> str:
+    return "| | " + " | ".join(head for _, head, _ in COLUMNS) + " |\n" + "|---" * (len(COLUMNS) + 1) + "|"
+
+
+def _versus_previous(cmp: dict | None) -> str:
+    """A paragraph on alpha over every evaluation prompt against the previous draft, from
+    compare_previous.json (python -m demo_models.compare_drafts --a PREVIOUS --b THIS ...: draft a
+    is the one this draft replaced); "" without it."""
+    if not cmp:
+        return ""
+    runs = [(k.split("=")[1], v) for k, v in cmp.items() if k.startswith("T=")]
+    int8 = " (both with int8 weights, as the app runs them)" if cmp["a"].get("int8") and cmp["b"].get("int8") else ""
+    parts = " and ".join(
+        f"{_alpha(r['b'])} at T = {t} against the previous draft's {_alpha(r['a'])}, a paired difference "
+        f"of {r['b_minus_a']['diff']:+.3f} ({r['b_minus_a']['ci'][0]:+.3f} to {r['b_minus_a']['ci'][1]:+.3f})"
+        for t, r in runs)
+    return (f"\nOver every evaluation prompt, not 8 of them ({runs[0][1]['replies']} replies of up to "
+            f"{cmp['tokens_per_reply']} tokens, {runs[0][1]['positions']:,} positions; `python -m "
+            f"demo_models.compare_drafts`, commit {cmp.get('commit')}; `compare_previous.json`), this draft's α"
+            f"{int8} is {parts} (`demo_models.evaluate.paired_bootstrap_diff`).\n\n")
+
+
+def values(train: dict, evs: list[dict | None], compared: dict | None = None,
+           previous: dict | None = None) -> dict:
+    cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
     size = sum(f.stat().st_size for f in SMOLLM2_DRAFT_DIR.iterdir() if f.is_file() and f.suffix != ".md")
-    replies = data["replies"]
     first = next(ev for ev in evs if ev)
+    coverage = train.get("heldout_kept_coverage") or train["data"]["heldout_kept_coverage"]  # a GPU run's: in its data
     return {
         "params": f"{train['parameters']:,}", "hidden": cfg["hidden_size"], "size_mb": f"{size / 1e6:.1f}",
         "arch": (f"{cfg['num_hidden_layers']} layers × {cfg['hidden_size']} hidden, {cfg['num_attention_heads']} "
                  f"heads of {cfg['head_dim']}, SwiGLU MLP {cfg['intermediate_size']}, {cfg['vocab_size']:,} embedding rows"),
-        "teacher_time": _teacher_time(data), "wide": _wide(data["replies"]),
-        "heldout_choice": HELDOUT_FOR_TRAINING, "heldout_eval": len(heldout_prompts()) - HELDOUT_FOR_TRAINING,
-        "n_train_prompts": len(train_prompts()), "n_more_prompts": f"{len(more_prompts()):,}",
-        "kept": f"{len(cfg.get('draft_vocab_ids', [])):,}",
-        "cov_mass": f"{train['heldout_kept_coverage']['mass']:.1%}",
-        "cov_argmax": f"{train['heldout_kept_coverage']['argmax']:.1%}",
-        "reply_summary": "; ".join(f"{k}: {v['examples']:,} replies, {v['tokens']:,} tokens" for k, v in replies.items()),
-        "corpus_windows": data["corpus_windows"], "corpus_window_tokens": data["corpus_window_tokens"],
-        "more_rounds": _rounds(replies),
-        "precision": ("bf16 autocast (fp32 weights and optimiser state)" if train.get("autocast") == "bf16"
-                      else "fp32"),
-        "top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
-        "batch": train["batch"], "corpus_per_batch": train["corpus_per_batch"], "steps_done": train["steps_done"],
-        "train_minutes": f"{train['seconds'] / 60:.0f}", "train_threads": train["threads"],
-        "curve": ", ".join(f"step {r['step']}: {r['heldout_alpha_topk']:.3f}" for r in train["curve"]
-                           if "heldout_alpha_topk" in r) + f"; final {train['heldout_alpha_topk']:.3f}",
-        "saved_step": train["saved_step"], **_calibration(train),
+        "kept": f"{len(cfg.get('draft_vocab_ids', [])):,}", "top_k": train["top_k"],
+        "cov_mass": f"{coverage['mass']:.1%}", "cov_argmax": f"{coverage['argmax']:.1%}",
+        "training": _training(train), **_calibration(train),
         "eval_threads": first["threads"], "torch": first["torch"],
-        "eval_rows": _alpha_rows(evs),
-        "all_prompts": _all_prompts(compared),
+        "eval_head": _eval_head(), "eval_rows": _alpha_rows(evs),
+        "all_prompts": _versus_previous(previous) + _all_prompts(compared),
         "identical": "yes" if all(ev["greedy_identical"] for ev in evs if ev) else "NO",
         "speed_table": _speed_table(evs)}
 
@@ -293,9 +369,9 @@ def main() -> None:
     for name in EVALS:
         path = SMOLLM2_DRAFT_DIR / name
         evs.append(json.loads(path.read_text()) if path.is_file() else None)
-    compared = SMOLLM2_DRAFT_DIR / "compare_int8.json"
-    compared = json.loads(compared.read_text()) if compared.is_file() else None
-    (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs, compared)))
+    compared, previous = (json.loads(p.read_text()) if p.is_file() else None
+                          for p in (SMOLLM2_DRAFT_DIR / f"compare_{n}.json" for n in ("int8", "previous")))
+    (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs, compared, previous)))
     print(f"wrote {SMOLLM2_DRAFT_DIR / 'README.md'}")
 
 

@@ -263,16 +263,20 @@ def test_wide_prompts_use_every_template_about_equally_and_each_round_adds_one_s
     assert (rounds(), rounds("--wide-topics"), rounds("--no-wide-topics"), rounds("--wide-rounds", "2")) == (1, 1, 0, 2)
 
 
-def test_shipped_draft_learned_from_the_shards_the_default_recipe_makes():
-    """The shipped draft's train log lists the reply shards `distill_smollm2 data` makes by
-    default, with the reply-token counts the record in demo_models/smollm2_replies/ holds: the
-    recipe in the docstring and README is the one that made the files."""
-    from demo_models.teacher_record import load_record, record_path
-    log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())["data"]
-    args = distill.parse_args(["data"])
-    shards = distill.reply_shards(args.temperatures, args.wide_rounds)
-    assert list(log["replies"]) == [key for _, key in shards]
-    for file, key in shards:
-        recorded = load_record(record_path(file, args.record))
-        reply_tokens = sum(len(e["ids"]) - 1 - e["first"] for e in recorded)  # `first` predicts the first one
-        assert log["replies"][key]["tokens"] == reply_tokens, key
+def test_shipped_draft_was_made_by_the_gpu_route_its_log_describes():
+    """The shipped draft came from demo_models/distill_gpu.py (HISTORY.md, "Trained on a GPU"):
+    its log names that command and the shipped shape, its data are fresh replies to the GPU
+    route's prompts (every round but the last answered all of them), it ran at most the epochs
+    it was allowed, and the saved checkpoint is the best held-out one of its curve."""
+    from demo_models.distill_gpu import parse_args, training_prompts
+    log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())
+    assert log["command"].startswith("python -m demo_models.distill_gpu")
+    assert log["shape"] == distill.DRAFT_SHAPE and log["draft_vocab"] == distill.DRAFT_VOCAB
+    data = log["data"]
+    assert data["replies"] >= len(training_prompts()) * (data["rounds_begun"] - 1) > 0
+    assert data["heldout_examples"] == distill.HELDOUT_FOR_TRAINING
+    epochs = parse_args(["--out", "x"]).epochs
+    assert log["steps_done"] <= int(epochs * data["replies"] / log["batch"])
+    bounds = [r["heldout_alpha_topk"] for r in log["curve"]]
+    assert log["heldout_alpha_topk"] == max(bounds) and log["selected_by"] == "heldout_alpha_topk"
+    assert log["calibration"]["scale"] > 0  # calibrated on the CPU afterwards
