@@ -82,10 +82,8 @@ def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
     blob = gguf.read_bytes()
     (a / "gguf.part1").write_bytes(blob[:len(blob) // 2])
     (b / "gguf.part2").write_bytes(blob[len(blob) // 2:])
-    corpus = ROOT.parent / "shared" / "corpus" / "austen.txt"
-    if not corpus.is_file():
-        pytest.skip("../shared/corpus is not beside this checkout")
-    subprocess.run(f"head -c 200000 {corpus} | gzip > {b / 'austen.txt.gz'}", shell=True, check=True)
+    corpus = ROOT / "README.md"  # any text serves here; ../shared/corpus need not be beside a clone
+    subprocess.run(f"gzip -c {corpus} > {b / 'readme.txt.gz'}", shell=True, check=True)
     env = {**os.environ, "DEVICE": "cpu", "PY": sys.executable, "OUT": str(out), "WORK": str(work),
            "GPU_A": str(a), "GPU_B": str(b), "GGUF_SHA256": file_sha256(gguf),
            "SPECLAB_CACHE_DIR": os.environ.get("SPECLAB_CACHE_DIR", str(Path.home() / ".cache" / "speclab")),
