@@ -32,7 +32,7 @@ from app.draft_vocab import DraftVocab
 from demo_models.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, choose_vocab, collate,
                                          corpus_windows, draft_shape, heldout_alpha, heldout_bounds,
                                          kept_coverage, lr_at, make_draft, replies, save_draft, seen_sample,
-                                         train_step)
+                                         special_ids, train_step)
 from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 
@@ -82,12 +82,12 @@ def check(run: Run, step: int, row: dict, held, seen, pad: int, sel: str) -> Non
     print(f"  {run.name}", row, flush=True)
 
 
-def train(runs: list[Run], data, corpus, held, pad: int, args) -> int:
-    """Train every run on the same batches; returns the steps done."""
+def train(runs: list[Run], data, corpus, held, seen, pad: int, args) -> int:
+    """Train every run on the same batches, checking each on the held-out replies and on `seen`
+    (training replies: seen_sample); returns the steps done."""
     vocab = DraftVocab.of(runs[0].draft)  # the same kept tokens for every shape
     steps = max(1, int(args.epochs * len(data) / args.batch))
     rng, t0, cap, sel = random.Random(args.seed), time.time(), args.train_minutes * 60, bound_key(1.0)
-    seen = seen_sample(data, len(held), args.seed)
     print(f"training {[r.name for r in runs]}: at most {steps} steps ({args.epochs} epochs of {len(data)} "
           f"replies) or {args.train_minutes} minutes", flush=True)
     step = 0
@@ -109,7 +109,7 @@ def train(runs: list[Run], data, corpus, held, pad: int, args) -> int:
     return step + 1
 
 
-def save(run: Run, tok, args, steps: int, log: dict) -> None:
+def save(run: Run, tok, args, steps: int, log: dict, seen: list[dict]) -> None:
     """The run's best checkpoint by the held-out bound at T = 1 (the CPU recipe's choice), saved
     by save_draft in DIR/<name> with its curve and the data log."""
     final = run.curve[-1]
@@ -118,9 +118,8 @@ def save(run: Run, tok, args, steps: int, log: dict) -> None:
     save_draft(run.draft, tok, out, {
         "data": log, "steps_done": steps, "curve": run.curve, "saved_step": run.best[1], **run.best[3],
         "final_heldout_alpha_topk": final[bound_key(1.0)], "selected_by": bound_key(1.0),
-        "seen_alpha_topk": heldout_alpha(run.draft, seen_sample(args.data, HELDOUT_FOR_TRAINING, args.seed),
-                                         tok.pad_token_id),
-        "seen_replies": HELDOUT_FOR_TRAINING, "heldout_kept_coverage": log["heldout_kept_coverage"],
+        "seen_alpha_topk": heldout_alpha(run.draft, seen, tok.pad_token_id),  # the saved checkpoint's
+        "seen_replies": len(seen), "heldout_kept_coverage": log["heldout_kept_coverage"],
         "distill_temperature": 1.0, "tvd": 0.0,
         "autocast": "bf16" if args.bf16 else None, "seconds": log["train_seconds"]},
         command="python -m demo_models.distill_gpu")
@@ -129,6 +128,7 @@ def save(run: Run, tok, args, steps: int, log: dict) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     from app.gguf import find_smollm2_gguf, load_gguf_model
+    from app.hardware import device_info
     t0 = time.time()
     torch.manual_seed(args.seed)
     teacher, tok = load_gguf_model(find_smollm2_gguf(), args.device, torch.float32, progress=print)
@@ -136,25 +136,25 @@ def main(argv=None) -> None:
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     corpus = corpus_windows(teacher, tok, texts, args.corpus_windows, args.gen_batch // 2, 7)
     t_data = time.time()
-    args.data, rounds = sample_rounds(teacher, tok, training_prompts(), args.gen_batch, t_data + args.data_minutes * 60)
-    log = {"device": torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device,
+    data, rounds = sample_rounds(teacher, tok, training_prompts(), args.gen_batch, t_data + args.data_minutes * 60)
+    log = {"device": device_info(args.device)["name"],
            "teacher": "SmolLM2-135M-Instruct Q4_1 GGUF, dequantised, float32", "rounds_begun": rounds,
-           "replies": len(args.data), "reply_tokens": sum(len(e["tk_ids"]) for e in args.data),
+           "replies": len(data), "reply_tokens": sum(len(e["tk_ids"]) for e in data),
            "sample_seconds": round(time.time() - t_data, 1), "setup_seconds": round(t_data - t0, 1),
            "heldout_examples": len(held), "corpus_windows": len(corpus), "temperature": MORE_T}
     print("data:", log, flush=True)
-    special = sorted(set(tok.all_special_ids) | {tok.bos_token_id, tok.eos_token_id, tok.pad_token_id})
-    kept = choose_vocab(args.data + corpus, special)
+    kept = choose_vocab(data + corpus, special_ids(tok))
     log["heldout_kept_coverage"] = kept_coverage(DraftVocab(kept, teacher.config.vocab_size, "cpu"), held)
     embedding = teacher.get_input_embeddings().weight.detach().cpu()
     runs = [Run(f"{s['num_hidden_layers']}x{s['hidden_size']}", make_draft(teacher.config, embedding, kept, s)
                 .to(args.device), args.lr) for s in map(parse_shape, args.shapes)]
     del teacher
     t_train = time.time()
-    steps = train(runs, args.data, corpus, held, tok.pad_token_id, args)
+    seen = seen_sample(data, len(held), args.seed)
+    steps = train(runs, data, corpus, held, seen, tok.pad_token_id, args)
     log["train_seconds"] = round(time.time() - t_train, 1)
     for run in runs:
-        save(run, tok, args, steps, log)
+        save(run, tok, args, steps, log, seen)
 
 
 def parse_args(argv=None):

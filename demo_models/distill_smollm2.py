@@ -319,6 +319,11 @@ def choose_vocab(examples: list[dict], special: list[int], k: int = DRAFT_VOCAB)
     return sorted(mass.topk(k).indices.tolist())
 
 
+def special_ids(tok) -> list[int]:
+    """The tokenizer's special tokens and its bos / eos / pad ids, sorted: what choose_vocab keeps first."""
+    return sorted(set(tok.all_special_ids) | {tok.bos_token_id, tok.eos_token_id, tok.pad_token_id})
+
+
 def kept_fields(teacher_cfg, kept: list[int]) -> dict:
     """The config fields every draft over the kept tokens carries: its K + 1 rows, the kept ids
     (app/draft_vocab.py reads them), the target's vocabulary size, and the special tokens'
@@ -634,8 +639,7 @@ def start_draft(args, examples: list[dict]):
         draft = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
         return draft.train(), AutoTokenizer.from_pretrained(src), json.loads((src / "train_log.json").read_text())
     teacher, tok = load_teacher()
-    special = sorted({i for i in tok.all_special_ids} | {tok.bos_token_id, tok.eos_token_id, tok.pad_token_id})
-    kept = choose_vocab(examples, special)
+    kept = choose_vocab(examples, special_ids(tok))
     if args.slice:
         return make_sliced_draft(teacher, kept, [int(i) for i in args.slice.split(",")]), tok, None
     shape = draft_shape(args.width, args.layers)

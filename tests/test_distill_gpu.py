@@ -53,15 +53,15 @@ def test_two_shapes_train_on_the_same_batches_and_save_their_best_checkpoint(tmp
                                              gpu.parse_shape(name)), 1e-3) for name in ("1x64", "2x128")]
     args = gpu.parse_args(["--device", "cpu", "--out", str(tmp_path), "--epochs", "5", "--batch", "2",
                            "--corpus-per-batch", "1", "--check-every", "10", "--no-bf16", "--lr", "1e-3"])
-    steps = gpu.train(runs, data, data[:2], data[:2], 2, args)
+    seen = data[2:4]
+    steps = gpu.train(runs, data, data[:2], data[:2], seen, 2, args)
     assert steps == 20  # 5 epochs of 8 replies, 2 a step
     tok = AutoTokenizer.from_pretrained(str(distill.HERE / "tiny" / "target"))
     tok.pad_token_id = 2
-    args.data = data
     for run in runs:
         assert [r["step"] for r in run.curve] == [0, 10, 20]
         assert run.curve[-1]["heldout_alpha_topk"] > run.curve[0]["heldout_alpha_topk"]
-        gpu.save(run, tok, args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}})
+        gpu.save(run, tok, args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}}, seen)
         log = json.loads((tmp_path / run.name / "train_log.json").read_text())
         assert log["command"].startswith("python -m demo_models.distill_gpu")
         assert log["heldout_alpha_topk"] == max(r["heldout_alpha_topk"] for r in run.curve)
