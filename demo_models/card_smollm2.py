@@ -368,7 +368,11 @@ def main() -> None:
     evs = []
     for name in EVALS:
         path = SMOLLM2_DRAFT_DIR / name
-        evs.append(json.loads(path.read_text()) if path.is_file() else None)
+        ev = json.loads(path.read_text()) if path.is_file() else None
+        if ev is not None and ev.get("complete") is False:  # stopped part-way: its stages_done
+            raise SystemExit(f"{path}: an unfinished evaluation (done: {', '.join(ev['stages_done'])}); "
+                             "run it again to the end")
+        evs.append(ev)
     compared, previous = (json.loads(p.read_text()) if p.is_file() else None
                           for p in (SMOLLM2_DRAFT_DIR / f"compare_{n}.json" for n in ("int8", "previous")))
     (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs, compared, previous)))

@@ -231,6 +231,18 @@ def code_version(root: Path | None = None) -> str | None:
     return head + ("+changes" if changed else "")
 
 
+def _gammas(text: str) -> tuple[int, ...]:
+    """"1,2,4" -> (1, 2, 4): depths from 1 to app.validation.MAX_GAMMA (argparse type)."""
+    from app.validation import MAX_GAMMA
+    try:
+        gammas = tuple(int(g) for g in text.split(","))
+    except ValueError:
+        gammas = ()
+    if not gammas or min(gammas) < 1 or max(gammas) > MAX_GAMMA:
+        raise argparse.ArgumentTypeError(f"{text!r}: give depths from 1 to {MAX_GAMMA}, e.g. 1,2,4")
+    return gammas
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", choices=["embedded", "smollm2"], default="embedded")
@@ -244,12 +256,17 @@ def main(argv=None) -> dict:
                     help="--pair smollm2 with --fast: the draft with int8 weights (app.lean.Int8Weight)")
     ap.add_argument("--draft", type=Path, default=None,
                     help="--pair smollm2: the draft's directory (default demo_models/smollm2_draft)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="--pair smollm2: rounds of the speed runs (default 3; 1 with --quick)")
+    ap.add_argument("--gammas", type=_gammas, default=None,
+                    help="--pair smollm2: depths of the speed runs, e.g. 1,2,4 (default 1,2,3,4,6)")
     args = ap.parse_args(argv)
     if args.pair == "smollm2":
         from demo_models import evaluate_smollm2
         if args.draft_int8 and not args.fast:
             ap.error("--draft-int8 runs on the fast path: add --fast")
-        return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8, args.device, args.draft)
+        return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8, args.device, args.draft,
+                                     args.rounds, args.gammas)
     pair = load_pair(str(args.models / "target"), str(args.models / "draft"), device=args.device)
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     _, heldout = encode_split(pair.tokenizer, texts)

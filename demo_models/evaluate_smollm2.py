@@ -3,6 +3,10 @@
     python -m demo_models.evaluate --pair smollm2 [--quick]
     MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2          # -> eval_mkl_avx512.json
     MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2 --fast   # -> eval_mkl_avx512_fast.json
+    python -m demo_models.evaluate --pair smollm2 --device cuda --rounds 1 --gammas 1,2,4  # sized for a GPU call
+
+The JSON is rewritten after every stage ("stages_done"; "complete": false until the end), so a
+run stopped by a time limit keeps what it measured.
 
 Held-out chat prompts only (demo_models.prompts.HELDOUT_TOPICS: topics the draft never saw the
 target answer), each through the chat template exactly as the app sends it. Reports, measured
@@ -135,12 +139,21 @@ def best(speed: dict) -> dict:
 
 
 def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_tokens=64, rounds=3,
-             seed=0, fast=False, int8=False) -> dict:
+             seed=0, fast=False, int8=False, gammas=GAMMAS, save=None) -> dict:
+    """The measurements in the module docstring, stage by stage; after each stage save(result),
+    if given, sees what is measured so far (main writes it to disk: a run stopped by a time
+    limit, as on a borrowed GPU, keeps its finished stages)."""
     from app.cpu_regime import probe
     from app.hardware import device_info
     result = {"prompts": "held-out chat prompts (demo_models/prompts.py: HELDOUT_TOPICS, past the first 48)"}
     t0 = time.time()
-    done = lambda stage: print(f"  evaluate: {stage} done at {time.time() - t0:.0f} s", flush=True)  # noqa: E731
+
+    def done(stage: str) -> None:
+        result.setdefault("stages_done", []).append(stage)
+        print(f"  evaluate: {stage} done at {time.time() - t0:.0f} s", flush=True)
+        if save is not None:
+            save(result)
+
     prompts = chat_prompts(pair, max(samples_n, speed_prompts))
     for t in (0.7, 1.0):
         own = own_samples(pair, prompts[:samples_n], t, sample_tokens, seed)
@@ -151,42 +164,48 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     result["regime"] = regime.to_dict()
     done("c and the regime probe")
     for name, temperature in (("greedy", 0.0), ("T=0.7", 0.7)):
-        table = speeds(pair, prompts[:speed_prompts], temperature, speed_tokens, rounds, GAMMAS, fast, int8)
+        table = speeds(pair, prompts[:speed_prompts], temperature, speed_tokens, rounds, gammas, fast, int8)
         result[f"speed_{name}"] = table
         result[f"best_{name}"] = best(table)
         done(f"speeds, {name}")
     alpha = result["own_samples_T=0.7"]["alpha"]
     result["tokens_per_pass_T=0.7"] = {
         f"gamma={g}": {"measured": result["speed_T=0.7"][f"gamma={g}"]["tokens_per_pass"],
-                       "predicted": round(expected_tokens_per_pass(alpha, g), 3)} for g in GAMMAS}
+                       "predicted": round(expected_tokens_per_pass(alpha, g), 3)} for g in gammas}
     result["greedy_identical"] = all(v.get("identical_to_plain", True) for v in result["speed_greedy"].values())
     return result
 
 
 def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, device: str = "cpu",
-         draft=None) -> dict:
+         draft=None, rounds: int | None = None, gammas: tuple[int, ...] | None = None) -> dict:
     """device: "cpu" (the card's numbers) or "cuda" (written to eval_cuda*.json, for a GPU
     session: python -m demo_models.evaluate --pair smollm2 --device cuda --fast). draft: the
-    draft's directory (default demo_models/smollm2_draft); the JSON goes there."""
+    draft's directory (default demo_models/smollm2_draft); the JSON goes there, rewritten after
+    every stage ("complete": false until the last). rounds, gammas: the speed runs' rounds and
+    depths (default 3 and GAMMAS; fewer to fit a time limit)."""
     import json
     from pathlib import Path
 
     from demo_models import SMOLLM2_DRAFT_DIR
     pair = load(device, draft)
     kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16, "rounds": 1} if quick else {}
+    kw.update({k: v for k, v in (("rounds", rounds), ("gammas", gammas)) if v is not None})
+    suffix = "_mkl_" + os.environ["MKL_CBWR"].lower() if os.environ.get("MKL_CBWR") else ""
+    suffix = f"_{pair.device}" if pair.device != "cpu" else suffix
+    suffix += ("_fast" if fast else "") + ("_int8" if int8 else "")
+    path = Path(out) if out else Path(draft or SMOLLM2_DRAFT_DIR) / f"eval{suffix}.json"
     t0 = time.time()
     from demo_models.evaluate import code_version
     result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
               "commit": code_version(),  # which code measured it (the card's columns span commits)
               "cpu_isa": torch.backends.cpu.get_cpu_capability(),  # "AVX512", "AVX2", ...: speeds depend on it
               "mkl_cbwr": os.environ.get("MKL_CBWR"), "fast_path": fast, "draft_int8": int8, "target_params": pair.info["target_params"],
-              "draft_params": pair.info["draft_params"], "target_weights": pair.info["weights"],
-              **evaluate(pair, fast=fast, int8=int8, **kw)}
+              "draft_params": pair.info["draft_params"], "target_weights": pair.info["weights"]}
+    write = lambda r: path.write_text(json.dumps(r, indent=1) + "\n")  # noqa: E731
+    result.update(evaluate(pair, fast=fast, int8=int8, save=lambda part: write({**result, **part, "complete": False}),
+                           **kw))
     result["seconds"] = round(time.time() - t0, 1)
+    result["complete"] = True
     print(json.dumps(result, indent=1))
-    suffix = "_mkl_" + os.environ["MKL_CBWR"].lower() if os.environ.get("MKL_CBWR") else ""
-    suffix = f"_{pair.device}" if pair.device != "cpu" else suffix
-    suffix += ("_fast" if fast else "") + ("_int8" if int8 else "")
-    path = Path(out) if out else Path(draft or SMOLLM2_DRAFT_DIR) / f"eval{suffix}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    write(result)
     return result

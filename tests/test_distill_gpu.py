@@ -89,7 +89,7 @@ def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
            "SPECLAB_CACHE_DIR": os.environ.get("SPECLAB_CACHE_DIR", str(Path.home() / ".cache" / "speclab")),
            "DISTILL_ARGS": "--data-minutes 0.05 --train-minutes 0.1 --gen-batch 4 --batch 4 --corpus-per-batch 1 "
                            "--corpus-windows 4 --heldout 2 --shapes 6x320 1x64 --check-every 5 --no-bf16",
-           "EVAL_ARGS": "--quick", "DISTILL_TIMEOUT": "600", "EVAL_TIMEOUT": "600"}
+           "EVAL_ARGS": "--quick --gammas 1,2", "DISTILL_TIMEOUT": "600", "EVAL_TIMEOUT": "600"}
     done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_distill.sh")], env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -100,6 +100,8 @@ def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
     back.mkdir()
     subprocess.run(f"cat {' '.join(map(str, pieces))} | tar x -C {back}", shell=True, check=True)
     assert sorted(p.name for p in (back / "drafts").iterdir()) == ["1x64", "6x320"]
-    assert json.loads((work / "logs" / "eval_cpu_6x320.json").read_text())["greedy_identical"] is True
+    ev = json.loads((out / "eval_cpu_6x320.json").read_text())  # also in logs.tgz
+    assert ev["complete"] is True and ev["greedy_identical"] is True
+    assert list(ev["speed_greedy"]) == ["plain", "gamma=1", "gamma=2"]  # EVAL_ARGS reached it
     assert (out / "logs.tgz").stat().st_size > 0
     shutil.rmtree(work / "site", ignore_errors=True)

@@ -175,11 +175,53 @@ def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkey
     assert 0 < result["cost"]["c"] < 1 and result["greedy_identical"] is True
     assert result["best_greedy"]["gamma"] in (1, 2, 3, 4, 6) and result["regime"]["q"] == 8
     assert result["commit"] == evaluate.code_version()  # which code measured it
+    assert result["complete"] is True and result["stages_done"] == [
+        "alpha at T = 0.7", "alpha at T = 1.0", "c and the regime probe", "speeds, greedy", "speeds, T=0.7"]
     train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
     card = card_smollm2.CARD.format(**card_smollm2.values(train, [result] + [None] * (len(card_smollm2.EVALS) - 1)))
     assert f"{result['cost']['c']:.3f}" in card and "{" not in card
     assert f"| CPU | {result['regime']['device_name']} ({result['cpu_isa']}) | — |" in card
     assert f"| code (commit) | {result['commit']} | — |" in card
+
+
+@needs_package
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
+def test_an_evaluation_stopped_part_way_keeps_its_finished_stages(first_load, monkeypatch, tmp_path):
+    """A device call's time limit can stop the evaluation in its speed runs: the JSON on disk
+    then holds the stages it finished, marked incomplete, and the card generator refuses it."""
+    import json
+    from demo_models import card_smollm2, evaluate, evaluate_smollm2
+    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))
+
+    def stopped(*args, **kwargs):
+        raise TimeoutError("stopped in the speed runs")
+
+    monkeypatch.setattr(evaluate_smollm2, "speeds", stopped)
+    out = tmp_path / "eval.json"
+    with pytest.raises(TimeoutError):
+        evaluate.main(["--pair", "smollm2", "--quick", "--out", str(out)])
+    part = json.loads(out.read_text())
+    assert part["complete"] is False and part["stages_done"] == [
+        "alpha at T = 0.7", "alpha at T = 1.0", "c and the regime probe"]
+    assert 0 < part["own_samples_T=1.0"]["alpha"] <= 1 and 0 < part["cost"]["c"] < 1
+    assert "speed_greedy" not in part and part["device"] == "cpu"
+    for name in ("train_log.json", "config.json"):  # the shipped draft's, beside the unfinished run
+        (tmp_path / name).write_text((SMOLLM2_DRAFT_DIR / name).read_text())
+    monkeypatch.setattr(card_smollm2, "SMOLLM2_DRAFT_DIR", tmp_path)
+    (tmp_path / card_smollm2.EVALS[0]).write_text(out.read_text())
+    with pytest.raises(SystemExit, match="unfinished evaluation"):
+        card_smollm2.main()
+
+
+def test_speed_depths_are_parsed_and_checked():
+    """--gammas for the flagship's speed runs (sized down to fit a GPU call's time limit)."""
+    import argparse
+    from demo_models.evaluate import _gammas
+    assert _gammas("1,2,4") == (1, 2, 4) and _gammas("3") == (3,)
+    for bad in ("", "0,1", "a", "1,,2", str(validation.MAX_GAMMA + 1)):
+        with pytest.raises(argparse.ArgumentTypeError, match="depths from 1 to"):
+            _gammas(bad)
 
 
 @needs_package
