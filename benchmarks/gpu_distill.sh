@@ -5,7 +5,8 @@
 #     GGUF_SHA256=... bash benchmarks/gpu_distill.sh     # results in $OUT (default /tmp/gpu_distill)
 #     DEVICE=cpu PY=.venv/bin/python DISTILL_ARGS="--data-minutes 0.1 ..." GGUF_SHA256=... bash ...  # try it
 #
-# What it needs beside the tracked tree, because the device machine reaches no registry:
+# What it needs beside the tracked tree, because the device machine reaches no registry
+# (`bash benchmarks/gpu_pack.sh pack` makes both folders and shrinks the tree; `restore` after):
 #   - the target's GGUF (98 MB; one device call carries at most 64 MiB with the tree), cut in two
 #     (head -c / tail -c): gguf.part1 brought by an earlier call to the same warm machine, which
 #     must copy it out of the carried folder (`cp .gpu_a/gguf.part1 /tmp/`: a carried folder is

@@ -105,3 +105,38 @@ def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
     assert list(ev["speed_greedy"]) == ["plain", "gamma=1", "gamma=2"]  # EVAL_ARGS reached it
     assert (out / "logs.tgz").stat().st_size > 0
     shutil.rmtree(work / "site", ignore_errors=True)
+
+
+def test_packing_for_the_device_calls_splits_the_gguf_and_restores_the_tree(tmp_path):
+    """benchmarks/gpu_pack.sh in a clone of this repository, with a made-up GGUF and no wheel
+    download: the two parts join to the file, each call's folder fits beside the shrunk tree,
+    and restore leaves git status as it was."""
+    clone, aside, corpus = tmp_path / "clone", tmp_path / "aside", tmp_path / "corpus"
+    subprocess.run(["git", "clone", "-q", "--local", str(ROOT), str(clone)], check=True)
+    for name in ("benchmarks/gpu_pack.sh", ".gitignore"):  # as in this checkout, committed or not
+        shutil.copy(ROOT / name, clone / name)
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("It is a truth universally acknowledged.\n")
+    blob = bytes(range(256)) * 40
+    (tmp_path / "fake.gguf").write_bytes(blob)
+    env = {**os.environ, "GGUF": str(tmp_path / "fake.gguf"), "SPLIT": "1000", "WHEELS": "skip",
+           "ASIDE": str(aside), "CORPUS": str(corpus), "PY": sys.executable}
+    run = lambda *args: subprocess.run(["bash", "benchmarks/gpu_pack.sh", *args], cwd=clone, env=env,  # noqa: E731
+                                       capture_output=True, text=True, timeout=120)
+    status = lambda: subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True,  # noqa: E731
+                                    text=True, check=True).stdout
+    before = status()  # a clean clone's is empty; here, the two files above if uncommitted
+    packed = run("pack")
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    joined = (clone / ".gpu_a" / "gguf.part1").read_bytes() + (clone / ".gpu_b" / "gguf.part2").read_bytes()
+    assert joined == blob and len((clone / ".gpu_a" / "gguf.part1").read_bytes()) == 1000
+    assert (clone / ".gpu_b" / "a.txt.gz").is_file()
+    import hashlib
+    assert f"GGUF_SHA256={hashlib.sha256(blob).hexdigest()}" in packed.stdout
+    assert packed.stdout.count(": fits") == 2, packed.stdout
+    new = [line.split()[0] for line in status().splitlines() if line not in before.splitlines()]
+    assert new == ["D"] * 4  # the four files set aside; .gpu_a/ and .gpu_b/ are ignored
+    assert run("pack").returncode != 0  # files already set aside: refuses
+    assert run("restore").returncode == 0 and status() == before
+    assert run("restore").returncode != 0  # nothing to restore: refuses, overwrites nothing
+    assert status() == before
