@@ -179,7 +179,8 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
 def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, device: str = "cpu",
          draft=None, rounds: int | None = None, gammas: tuple[int, ...] | None = None) -> dict:
     """device: "cpu" (the card's numbers) or "cuda" (written to eval_cuda*.json, for a GPU
-    session: python -m demo_models.evaluate --pair smollm2 --device cuda --fast). draft: the
+    session: benchmarks/gpu_distill.sh runs it eagerly, sized with rounds and gammas; --fast
+    there compiles one CUDA graph per pass size before it times anything). draft: the
     draft's directory (default demo_models/smollm2_draft); the JSON goes there, rewritten after
     every stage ("complete": false until the last). rounds, gammas: the speed runs' rounds and
     depths (default 3 and GAMMAS; fewer to fit a time limit)."""
