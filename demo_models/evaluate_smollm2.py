@@ -180,7 +180,7 @@ def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, d
          draft=None, rounds: int | None = None, gammas: tuple[int, ...] | None = None) -> dict:
     """device: "cpu" (the card's numbers) or "cuda" (written to eval_cuda*.json, for a GPU
     session: benchmarks/gpu_distill.sh runs it eagerly, sized with rounds and gammas; --fast
-    there compiles one CUDA graph per pass size before it times anything). draft: the
+    there compiles a CUDA graph for every pass size, tens of seconds each: app.fastpath). draft: the
     draft's directory (default demo_models/smollm2_draft); the JSON goes there, rewritten after
     every stage ("complete": false until the last). rounds, gammas: the speed runs' rounds and
     depths (default 3 and GAMMAS; fewer to fit a time limit)."""
