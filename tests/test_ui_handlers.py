@@ -257,3 +257,18 @@ def test_fast_path_checkbox_reaches_the_engine(tiny_pair, fake_ceilings):
     assert last.text == eager.text
     with pytest.raises(gr.Error, match="prompt mode"):
         next(handlers.decode(with_(prompt_mode="poem"), loader=lambda *a, **k: pytest.fail("loaded")))
+
+
+@pytest.mark.parametrize("fast, int8", [(False, False), (True, False), (True, True)])
+def test_the_live_roofline_policy_times_the_path_the_run_takes(tiny_dirs, fast, int8):
+    """The roofline depth policy picks γ from measured t(q): with the fast path (and int8 draft
+    weights) ticked it must time those passes, not the eager ones. A freshly loaded pair has no
+    lean runner until something runs it on the fast path (app.fastpath keeps one per model)."""
+    from app import fastpath
+    from app.models import load_pair
+    pair = load_pair(tiny_dirs[0], tiny_dirs[1], device="cpu")
+    policy = handlers.depth_policy("roofline", pair, 3, 16, fast=fast, int8=int8)
+    assert policy.name == "roofline" and len(policy.t_target) == 4 and policy.t_draft > 0
+    assert (pair.target in fastpath._lean[False]) == fast
+    assert (pair.draft in fastpath._lean[int8]) == fast
+    assert 1 <= policy.gamma() <= 3

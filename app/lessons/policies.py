@@ -144,13 +144,17 @@ class PoliciesResult:
         return {"lesson": "policies", **asdict(self)}
 
 
-def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3) -> tuple[float, list[float]]:
-    """(t_draft(1), [t_target(q) for q = 1..gamma_max + 1]) on this pair, batch 1."""
+def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3, fast: bool | None = None,
+                  int8: bool = False) -> tuple[float, list[float]]:
+    """(t_draft(1), [t_target(q) for q = 1..gamma_max + 1]) on this pair, batch 1, timed on the
+    path the decode will run: fast (app.fastpath; default: where the lessons decode on it,
+    CUDA) and int8 (the draft's int8 weights, fast path on a CPU) as the decode's settings say."""
     from app.fastpath import use_by_default
     from app.knee import time_forward
 
-    fast = use_by_default(pair.device)  # on CUDA, time what the decode will run: the fast path
-    t_draft = time_forward(pair.draft, device=pair.device, batch=1, q=1, kv_len=kv_len, repeats=repeats, fast=fast)
+    fast = use_by_default(pair.device) if fast is None else fast
+    t_draft = time_forward(pair.draft, device=pair.device, batch=1, q=1, kv_len=kv_len, repeats=repeats,
+                           fast=fast, int8=int8)
     t_target = [time_forward(pair.target, device=pair.device, batch=1, q=q, kv_len=kv_len,
                              repeats=repeats, fast=fast) for q in range(1, gamma_max + 2)]
     return t_draft, t_target

@@ -502,7 +502,8 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
 def _decode(req: DecodeRequest, loader: Loader, request, progress):
     try:
         pair, ids, ceilings, regime = _prepare(req, loader, progress)
-        policy = depth_policy(req.policy, pair, req.settings.gamma, len(ids))
+        policy = depth_policy(req.policy, pair, req.settings.gamma, len(ids), req.settings.fast,
+                              req.settings.draft_int8)
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, missing model
         raise user_error(safe_message(exc)) from None
     except Exception as exc:  # e.g. out of memory while loading: say so, stay up  # noqa: BLE001
@@ -530,11 +531,12 @@ def _decode(req: DecodeRequest, loader: Loader, request, progress):
             del _cancels[key]
 
 
-def depth_policy(name: str, pair, gamma: int, kv_len: int):
+def depth_policy(name: str, pair, gamma: int, kv_len: int, fast: bool = False, int8: bool = False):
     """The policy object for the Live tab; the slider's γ is the start (fixed, heuristic) or the
-    cap (confidence, roofline). The roofline policy times the pair's passes first (~1 s)."""
+    cap (confidence, roofline). The roofline policy times the pair's passes first (~1 s), on the
+    path the run takes (fast: app.fastpath; int8: the draft's int8 weights)."""
     from app.lessons import policies
-    costs = policies.measure_costs(pair, gamma, kv_len) if name == "roofline" else None
+    costs = policies.measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
     return policies.make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
 
 
