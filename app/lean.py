@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")
-HEAD_T_MIN_VOCAB = 16384  # vocabularies from this size get a transposed copy of the output matrix
+HEAD_T_MIN_VOCAB = 16384  # vocabularies from this size may keep a transposed output matrix (_keep_head_t)
 
 
 def rope_parameters(config) -> dict:
@@ -296,14 +296,11 @@ class LeanModel:
         self.layers = [_Layer.of(layer) for layer in base.layers[: config.num_hidden_layers]]
         self.norm = base.norm.weight                               # [hidden]
         self.lm_head, self.lm_head_bias = hf_model.lm_head.weight, hf_model.lm_head.bias  # [vocab, hidden]
-        # The one copy: the output matrix transposed, [hidden, vocab]. On this CPU a one-row
-        # product with the [vocab, hidden] layout ran 2-3x slower for a 49,152-token vocabulary
-        # (SmolLM2's head: 10.3 vs 5.3 ms; the distilled draft's: 6.1 vs 1.9 ms, 2 threads).
-        self.lm_head_t = self.lm_head.detach().T.contiguous() if self.lm_head.shape[0] >= HEAD_T_MIN_VOCAB else None
+        self.lm_head_t = None  # a transposed copy for one-row passes, where measured faster (below)
         self.int8 = int8
         streamed = sum(t.numel() * t.element_size() for t in hf_model.parameters())
         if int8:
-            self.lm_head, self.lm_head_t = Int8Weight.of(self.lm_head), None
+            self.lm_head = Int8Weight.of(self.lm_head)
             for w in self.layers:
                 w.to_int8()
         # row counts whose plain fp32 products run in few_rows_product's form (measured)
@@ -323,6 +320,34 @@ class LeanModel:
         with torch.no_grad():  # cos, sin: [max_positions, head_dim]
             self.cos, self.sin = rope_tables(inv_freq, config.max_position_embeddings,
                                              getattr(rotary, "attention_scaling", 1.0), self.dtype)
+        if not int8 and self.device.type == "cpu" and self.lm_head.shape[0] >= HEAD_T_MIN_VOCAB:
+            self.lm_head_t = self._keep_head_t()
+
+    @torch.inference_mode()
+    def _keep_head_t(self, rounds: int = 2, passes: int = 5) -> torch.Tensor | None:
+        """The output matrix transposed, [hidden, vocab], if whole one-token passes over a growing
+        cache (as in decoding) run faster reading it than reading the shared [vocab, hidden]
+        weight; else None. Measured: `rounds` interleaved blocks of `passes` passes each way,
+        after one untimed block each, medians. Not a fixed win: SmolLM2's head alone took 7.0-8.5
+        ms through the copy against 9.3-10.3 in the few-row form on the AVX2 dev EPYC, but on the
+        AVX-512 EPYC, whole passes in a decode loop took 31.8 ms with it and 28.6 without.
+        Cost: 2 x (rounds + 1) x (passes + 1) passes, about 1 s for SmolLM2 on that CPU."""
+        head_t = self.lm_head.detach().T.contiguous()
+        gen = torch.Generator().manual_seed(0)
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for block in range(rounds + 1):
+            for use in (True, False):
+                self.lm_head_t = head_t if use else None
+                cache = self.new_cache(1, passes + 1)
+                ids = torch.randint(0, self.lm_head.shape[0], (1, passes + 1), generator=gen).to(self.device)
+                self(ids[:, :1], cache)
+                for i in range(1, passes + 1):
+                    start = time.perf_counter()
+                    self(ids[:, i:i + 1], cache)
+                    if block:  # the first block of each is a warm-up
+                        times[use].append(time.perf_counter() - start)
+        self.lm_head_t = None
+        return head_t if statistics.median(times[True]) < statistics.median(times[False]) else None
 
     @property
     def max_positions(self) -> int:
@@ -367,10 +392,10 @@ class LeanModel:
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [batch, q, hidden] -> logits [batch, q, vocab]; one-row passes (decode, drafts) use
-        the transposed copy, wider ones (verify, prefill) the shared weight (through linear: the
-        few-row form for the row counts in form_rows). SmolLM2's head on the AVX2 EPYC, 2 threads:
-        one row 7.0-8.5 ms transposed, 9.3-10.3 in the few-row form; two rows 10.8-14.9
-        transposed, 8.6-10.2 in the few-row form."""
+        the transposed copy where _keep_head_t kept one, wider ones (verify, prefill) the shared
+        weight (through linear: the few-row form for the row counts in form_rows). SmolLM2's head
+        on the AVX2 EPYC, 2 threads: two rows 10.8-14.9 ms transposed, 8.6-10.2 in the few-row
+        form."""
         if self.lm_head_t is None or h.shape[0] * h.shape[1] > 1:
             return self._linear(h, self.lm_head, self.lm_head_bias)
         logits = h @ self.lm_head_t

@@ -33,3 +33,27 @@ def test_speeds_times_every_configuration_on_every_prompt(tiny_pair):
         assert 0 < low <= row["speedup"] <= high
         assert row["identical_to_plain"] is True and 0 <= row["acceptance"] <= 1
         assert 1 <= row["tokens_per_pass"] <= int(key.split("=")[1]) + 1
+
+
+def test_step_budget_benchmark_splits_each_step_and_prices_the_target():
+    """benchmarks/step_budget.py on the embedded pair, shortened: every configuration's step
+    is its target, draft and other parts; plain decoding is the 1x reference; 'needed' is
+    the target speed-up times the step's cost over plain decoding's."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "step_budget.py"
+    spec = importlib.util.spec_from_file_location("step_budget", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.main(["--pair", "embedded", "--gammas", "1", "3", "--prompts", "2", "--rounds", "1",
+                       "--max-new-tokens", "12", "--target", "2"])
+    assert [r["config"] for r in rows] == ["plain", "gamma=1", "gamma=3"]
+    plain = rows[0]
+    assert plain["speedup"] == 1 and plain["draft_ms"] == 0 and plain["tokens_per_pass"] == 1
+    assert plain["needed_tokens_per_pass"] == 2
+    for r in rows:
+        assert r["target_ms"] > 0 and r["other_ms"] > 0
+        assert abs(r["target_ms"] + r["draft_ms"] + r["other_ms"] - r["step_ms"]) < 1e-9
+        assert abs(r["needed_tokens_per_pass"] - 2 * r["step_ms"] / plain["step_ms"]) < 1e-9
+    for r in rows[1:]:
+        assert r["draft_ms"] > 0 and 1 <= r["tokens_per_pass"] <= int(r["config"].split("=")[1]) + 1

@@ -245,8 +245,8 @@ def test_lean_decoder_reproduces_smollm2(first_load):
         got = lean(x[:, -3:-1], cache)
         assert torch.allclose(got, ref, atol=2e-3) and torch.equal(got.argmax(-1), ref.argmax(-1))
         ref = model(input_ids=x[:, -1:], cache=ref_cache, use_cache=True).logits  # one row: the
-        got = lean(x[:, -1:], cache)                                             # transposed head
-    assert lean.lm_head_t is not None
+        got = lean(x[:, -1:], cache)                                   # head's measured faster form
+    assert lean.lm_head_t is None or lean.lm_head_t.shape == (576, 49152)
     assert torch.allclose(got, ref, atol=2e-3) and torch.equal(got.argmax(-1), ref.argmax(-1))
 
 

@@ -328,9 +328,11 @@ def test_rope_tables_equal_hf():
 
 
 def test_transposed_output_matrix_gives_the_same_logits(monkeypatch):
-    """Large vocabularies get a [hidden, vocab] copy of the output matrix for one-row passes
-    (faster on CPU); forced on here for a small model, the logits stay HF's."""
+    """Large vocabularies may keep a [hidden, vocab] copy of the output matrix for one-row
+    passes (where measured faster: LeanModel._keep_head_t); forced on here for a small model,
+    the logits stay HF's."""
     monkeypatch.setattr(lean_module, "HEAD_T_MIN_VOCAB", 1)
+    monkeypatch.setattr(LeanModel, "_keep_head_t", lambda self: self.lm_head.detach().T.contiguous())
     model = build("llama-untied")
     lean = LeanModel(model)
     assert lean.lm_head_t is not None and lean.lm_head_t.shape == (SHAPE["hidden_size"], VOCAB)
@@ -342,3 +344,24 @@ def test_transposed_output_matrix_gives_the_same_logits(monkeypatch):
         one = lean(ids[:, 7:8], cache)
         two = lean(ids[:, 8:9], cache)
     assert torch.allclose(torch.cat([one, two], 1), expected[:, 7:9], atol=ATOL)
+
+
+@pytest.mark.parametrize("slow_with_copy", [True, False])
+def test_the_transposed_output_matrix_is_kept_only_where_decoding_measures_it_faster(monkeypatch, slow_with_copy):
+    """_keep_head_t times whole one-token passes with and without the copy and keeps it only
+    if they ran faster; here one way is made slower on purpose (a 3 ms sleep in every pass that
+    reads the head that way), so the choice cannot depend on this machine."""
+    import time as clock
+    monkeypatch.setattr(lean_module, "HEAD_T_MIN_VOCAB", 1)
+    real = LeanModel._logits
+
+    def logits(self, h):
+        if (self.lm_head_t is not None) == slow_with_copy and h.shape[1] == 1:
+            clock.sleep(0.003)
+        return real(self, h)
+
+    monkeypatch.setattr(LeanModel, "_logits", logits)
+    lean = LeanModel(build("llama-untied"))
+    assert (lean.lm_head_t is None) == slow_with_copy
+    if not slow_with_copy:
+        assert torch.equal(lean.lm_head_t, lean.lm_head.detach().T.contiguous())
