@@ -40,10 +40,12 @@ def test_step_budget_benchmark_splits_each_step_and_prices_the_target():
     is its target, draft and other parts; plain decoding is the 1x reference; 'needed' is
     the target speed-up times the step's cost over plain decoding's."""
     import importlib.util
+    import sys
     from pathlib import Path
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "step_budget.py"
     spec = importlib.util.spec_from_file_location("step_budget", path)
     bench = importlib.util.module_from_spec(spec)
+    sys.modules["step_budget"] = bench  # its dataclass looks its module up there
     spec.loader.exec_module(bench)
     rows = bench.main(["--pair", "embedded", "--gammas", "1", "3", "--prompts", "2", "--rounds", "1",
                        "--max-new-tokens", "12", "--target", "2"])
