@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from app.engine import DecodeSettings, autoregressive_generate, speculative_generate  # noqa: E402
+from app.engine import DecodeSettings  # noqa: E402
+from app.lessons.common import decode as timed_decode  # noqa: E402
 
 
 @dataclass
@@ -40,7 +40,9 @@ class Budget:
     draft: float = 0.0
     other: float = 0.0
 
-    def add(self, events, wall: float) -> None:
+    def add(self, run) -> None:
+        """One decode (app.lessons.common.Run: its events and wall seconds)."""
+        events, wall = run.steps, run.seconds
         forwards = [f for e in events for f in e.forwards]
         prefill = sum(f.seconds for f in forwards if f.phase == "prefill")
         target = sum(f.seconds for f in forwards if f.model == "target" and f.phase != "prefill")
@@ -51,12 +53,16 @@ class Budget:
         self.other += wall - prefill - target - draft
 
     @property
+    def seconds(self) -> float:
+        return self.target + self.draft + self.other
+
+    @property
     def step_ms(self) -> float:
-        return 1e3 * (self.target + self.draft + self.other) / self.steps
+        return 1e3 * self.seconds / self.steps
 
     @property
     def tokens_per_s(self) -> float:
-        return self.tokens / (self.target + self.draft + self.other)
+        return self.tokens / self.seconds
 
 
 def load(pair_name: str, n_prompts: int, new_tokens: int):
@@ -73,13 +79,11 @@ def load(pair_name: str, n_prompts: int, new_tokens: int):
     return pair, [encode(pair, p, new_tokens + 17) for p in PROMPTS[:n_prompts]]
 
 
-def decode(pair, ids, g: int, args, seed: int, new_tokens: int) -> tuple[list, float]:
-    """(events, wall seconds) of one decode: plain for g = 0, else speculative at gamma g."""
+def decode(pair, ids, g: int, args, seed: int, new_tokens: int):
+    """One timed decode (app.lessons.common.decode -> Run): plain for g = 0, else speculative at gamma g."""
     s = DecodeSettings(gamma=max(g, 1), temperature=args.temperature, seed=seed, max_new_tokens=new_tokens,
                        fast=args.fast, draft_int8=args.draft_int8)
-    start = time.perf_counter()
-    events = list((speculative_generate if g else autoregressive_generate)(pair, ids, s))
-    return events, time.perf_counter() - start
+    return timed_decode(pair, ids, s, plain=g == 0)
 
 
 def measure(pair, prompts, gammas, args) -> dict[int, Budget]:
@@ -91,7 +95,7 @@ def measure(pair, prompts, gammas, args) -> dict[int, Budget]:
     for r in range(args.rounds):
         for i, ids in enumerate(prompts):
             for g, budget in budgets.items():
-                budget.add(*decode(pair, ids, g, args, 1000 * r + i, args.max_new_tokens))
+                budget.add(decode(pair, ids, g, args, 1000 * r + i, args.max_new_tokens))
     return budgets
 
 
