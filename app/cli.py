@@ -39,9 +39,13 @@ def summary_lines(trace) -> list[str]:
 
 def place_on_roofline(pair, trace) -> None:
     """Fill flops / bytes / bound of every forward (baseline included) from this device's
-    measured ceilings (cached on disk after the first measurement), and the summary's FLOPs."""
+    measured ceilings (cached on disk after the first measurement), and the summary's FLOPs;
+    ceilings a pass beat are re-measured, once (app.annotate.Annotator.settle)."""
     from app.annotate import Annotator, ceilings
-    Annotator(pair, ceilings(pair.device, pair.dtype)).trace(trace)
+    say = lambda fraction, message: print(f"  [{fraction:4.0%}] {message}", file=sys.stderr)  # noqa: E731
+    note = Annotator(pair, ceilings(pair.device, pair.dtype), progress=say).trace(trace, settle=True)
+    if note:  # the ceilings were re-measured (a pass beat its floor), or a timing is impossible
+        print(f"note: {note}", file=sys.stderr)
 
 
 def roofline_lines(trace) -> list[str]:

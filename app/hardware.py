@@ -8,9 +8,12 @@ Three jobs, one per section below:
    Datasheet numbers are ceilings nobody reaches; they are drawn for reference only.
 3. `measure_ceilings`: the ceilings the roofline actually uses - a large device-to-device copy
    (bytes read + bytes written per second) and a large matmul (2*n^3 FLOPs per second) in the
-   run's dtype, best of a few repeats, device synchronised before every clock read, cached as
-   JSON under $SPECLAB_CACHE_DIR (default ~/.cache/speclab/), keyed by device name, dtype and
-   torch version (and torch's thread count on CPU).
+   run's dtype, best of REPEATS timed runs, device synchronised before every clock read, cached
+   as JSON under $SPECLAB_CACHE_DIR (default ~/.cache/speclab/), keyed by device name, dtype and
+   torch version (and torch's thread count on CPU). A busy machine only ever slows a run, so the
+   best run is the closest to the device's real rate; ceilings cached while the machine was busy
+   all along are caught later by app.roofline.CeilingCheck (a pass under its floor) and measured
+   again.
 
 Measured on an H200 (shared/anchors): copy ~4.2 TB/s of the 4.8 datasheet, 8192^3 bf16 matmul
 ~775 TFLOP/s of the 989 datasheet.
@@ -261,6 +264,7 @@ class Ceilings:
 
 # Default sizes: copy buffer in bytes, matmul n, time budget (s) per microbenchmark.
 SIZES = {"cuda": (256 << 20, 8192, 1.0), "mps": (128 << 20, 4096, 1.0), "cpu": (64 << 20, 1536, 1.0)}
+REPEATS = 5  # timed runs per microbenchmark; the fastest counts (busy moments only slow a run)
 
 
 def synchronize(device: str | torch.device) -> None:
@@ -279,14 +283,15 @@ def measure_ceilings(device: str, dtype: str | torch.dtype = "fp32", *,
     """Measure copy bandwidth and matmul rate on `device` in `dtype`, or read them from cache.
 
     copy_bytes / matmul_n / budget_s override the per-device SIZES (tests use tiny ones); the
-    cache entry is reused only when it was measured with the same sizes. refresh=True re-measures.
-    progress(fraction, message) is called as the measurement goes.
+    cache entry is reused only when it was measured with the same sizes and REPEATS.
+    refresh=True re-measures (and rewrites the cache). progress(fraction, message) is called as
+    the measurement goes.
     """
     dtype = parse_dtype(dtype)
     info = device_info(device)
     d_bytes, d_n, d_budget = SIZES[torch.device(device).type]
     sizes = {"copy_bytes": copy_bytes or d_bytes, "matmul_n": matmul_n or d_n,
-             "budget_s": budget_s or d_budget}
+             "budget_s": budget_s or d_budget, "repeats": REPEATS}
     path = _cache_path(device, info["name"], dtype)
     cached = None if refresh else _read_cache(path, sizes)
     if cached is None:
@@ -324,26 +329,24 @@ def measure_matmul(device: str, dtype: torch.dtype, n: int, budget_s: float) -> 
     return 2 * n ** 3 / seconds
 
 
-def _best_time(fn: Callable[[], object], device: str, budget_s: float, max_repeats: int = 5) -> float:
-    """Warm up (one untimed call: lazy init, kernel choice; one timed call to calibrate), then
-    time `inner` calls per repeat (enough to last ~budget/10) and return the best seconds per
-    call over up to `max_repeats` repeats that fit within `budget_s`."""
+def _best_time(fn: Callable[[], object], device: str, budget_s: float, repeats: int | None = None) -> float:
+    """Best seconds per call of `fn` over `repeats` (default REPEATS) timed runs lasting about
+    `budget_s` together, after one untimed call (lazy init, kernel choice).
+
+    The first run is one call; each later run makes enough calls to last budget_s / repeats at
+    the best rate seen so far. A busy moment only slows the runs it falls in (and shortens the
+    next one), so the fastest run still shows the device's rate."""
+    repeats = repeats or REPEATS
     fn()
-    synchronize(device)
-    start = time.perf_counter()
-    fn()
-    synchronize(device)
-    warm = max(time.perf_counter() - start, 1e-7)
-    inner = max(1, int(budget_s / 10 / warm))
-    repeats = max(1, min(max_repeats, int(budget_s / (warm * inner))))
-    best = math.inf
+    best, inner = math.inf, 1
     for _ in range(repeats):
         synchronize(device)
         start = time.perf_counter()
         for _ in range(inner):
             fn()
         synchronize(device)
-        best = min(best, (time.perf_counter() - start) / inner)
+        best = min(best, max(time.perf_counter() - start, 1e-9) / inner)
+        inner = max(1, int(budget_s / repeats / best))
     return best
 
 

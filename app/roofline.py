@@ -22,15 +22,19 @@ small model first. A factor of 3 keeps every batch-1 graph point in its roofline
 every small-q eager-transformers point in "overhead"; ratios of 2-4 are a grey zone, which is
 why `ratio_to_floor` is reported beside the class.
 
-Classification always uses the MEASURED ceilings, never datasheet numbers.
+Classification always uses the MEASURED ceilings, never datasheet numbers. No pass can beat
+its floor, so one that ran under BELOW_ROOF times it says the ceilings are too low (measured
+while the machine was busier, then cached): `CeilingCheck` measures them again, once per run,
+and the passes are re-classified with the new ones.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Iterable
 
 from app.costmodel import forward_cost
-from app.hardware import Ceilings
+from app.hardware import G, Ceilings, Progress, measure_ceilings
 from app.trace import ForwardTiming
 
 OVERHEAD_FACTOR = 3.0
@@ -94,6 +98,65 @@ def forwards_warning(forwards, ceilings: Ceilings) -> str | None:
     """ceilings_warning over annotated ForwardTimings (their flops and bytes filled in)."""
     return ceilings_warning(f.seconds / max(floors(f.flops, f.bytes, ceilings))
                             for f in forwards if f.bytes > 0 and f.seconds > 0)
+
+
+def forward_passes(forwards) -> list[tuple[float, float, float]]:
+    """(seconds, flops, bytes) of the annotated ForwardTimings among `forwards`."""
+    return [(f.seconds, f.flops, f.bytes) for f in forwards if f.bytes > 0 and f.seconds > 0]
+
+
+class CeilingCheck:
+    """The ceilings one run classifies against, measured again when a pass beats its floor.
+
+    check(passes) looks for the pass furthest under its floor: one under BELOW_ROOF times
+    its floor means the ceilings (cached on disk) were measured while the machine was busier.
+    The first time, the ceilings are re-measured (refresh: the cache is rewritten) and
+    self.ceilings changes: the caller re-classifies its passes. Never more than once per
+    CeilingCheck (one per run), so a pass that stays under its floor is reported, not chased
+    (on a CPU a model small enough to stay in its caches can do that: the copy measures DRAM)."""
+
+    def __init__(self, ceilings: Ceilings, progress: Progress | None = None):
+        self.ceilings, self.progress, self.remeasured = ceilings, progress, False
+
+    def check(self, passes: Iterable[tuple[float, float, float]]) -> str | None:
+        """passes: (seconds, flops, bytes) of each measured pass. Returns what the user should be
+        told (the ceilings were re-measured, or a timing is impossible), None when every pass is
+        at or above its roof."""
+        passes = [p for p in passes if p[0] > 0 and p[2] > 0]
+        worst = _worst(passes, self.ceilings)
+        if worst is None:
+            return None
+        if not self.remeasured:
+            old, self.remeasured = self.ceilings, True
+            report = self.progress or (lambda fraction, message: None)
+            report(0.0, f"a pass ran at {worst[0]:.2f}x its floor: the cached ceilings are too low, "
+                        "re-measuring them")
+            self.ceilings = measure_ceilings(old.device, old.dtype, refresh=True, progress=self.progress)
+            after = _worst(passes, self.ceilings)
+            if after is None:
+                return (f"ceilings re-measured: a pass ran at {worst[0]:.2f}x its floor under the cached "
+                        f"ones (copy {old.measured_bytes_per_s / G:.1f} GB/s, matmul "
+                        f"{old.measured_flops_per_s / G:.1f} GFLOP/s: measured while the machine was busier); "
+                        f"now copy {self.ceilings.measured_bytes_per_s / G:.1f} GB/s, matmul "
+                        f"{self.ceilings.measured_flops_per_s / G:.1f} GFLOP/s, passes re-classified")
+            worst = after
+        ratio, which = worst
+        return (f"impossible timing: pass faster than the measured {which} ceiling allows ({ratio:.2f}x "
+                f"its floor after re-measuring the ceilings: copy "
+                f"{self.ceilings.measured_bytes_per_s / G:.1f} GB/s, matmul "
+                f"{self.ceilings.measured_flops_per_s / G:.1f} GFLOP/s)")
+
+
+def _worst(passes, ceilings: Ceilings) -> tuple[float, str] | None:
+    """(ratio, "memory" or "compute": the floor it is a ratio to) of the pass furthest under its
+    floor, when it is under BELOW_ROOF times it; else None."""
+    worst = None
+    for seconds, flops, bytes in passes:
+        memory_floor, compute_floor = floors(flops, bytes, ceilings)
+        ratio = seconds / max(memory_floor, compute_floor)
+        if ratio < BELOW_ROOF and (worst is None or ratio < worst[0]):
+            worst = (ratio, "memory" if memory_floor >= compute_floor else "compute")
+    return worst
 
 
 def annotate(forward: ForwardTiming, config, dtype_bytes: int, ceilings: Ceilings) -> Placement:

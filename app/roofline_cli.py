@@ -121,7 +121,10 @@ def run_roofline(args) -> int:
     print(format_ceilings(ceilings))
     out = {"ceilings": ceilings.to_dict(), "placements": []}
     if args.model:
-        out["placements"] = place_passes(args.model, device, dtype, ceilings)
+        from app.roofline import CeilingCheck
+        check = CeilingCheck(ceilings, _progress)  # re-measures, once, ceilings a pass beats
+        out["placements"] = place_passes(args.model, device, dtype, check)
+        out["ceilings"] = check.ceilings.to_dict()
         by_q = {r["q"]: r["seconds"] for r in out["placements"] if r["kv_len"] == PASSES[0][2]}
         from app.cpu_regime import from_times
         regime = from_times(by_q, ceilings.device_name)
@@ -147,8 +150,9 @@ def format_ceilings(c) -> str:
     return "\n".join(lines)
 
 
-def place_passes(spec: str, device: str, dtype, ceilings) -> list[dict]:
-    """Time PASSES of the model, classify each on the measured roofline, print and return."""
+def place_passes(spec: str, device: str, dtype, check) -> list[dict]:
+    """Time PASSES of the model, classify each on the measured roofline, print and return.
+    check: an app.roofline.CeilingCheck; ceilings a pass beats are re-measured (once) first."""
     import torch
 
     from app.knee import time_forward
@@ -157,21 +161,24 @@ def place_passes(spec: str, device: str, dtype, ceilings) -> list[dict]:
 
     model, label = load_model(spec, device, dtype)
     dtype_bytes = torch.empty((), dtype=dtype).element_size()
+    timed = [(batch, q, kv_len, what,
+              time_forward(model, device=device, batch=batch, q=q, kv_len=kv_len, repeats=3),
+              forward_cost(model.config, batch, q, kv_len, dtype_bytes))
+             for batch, q, kv_len, what in PASSES]
+    note = check.check((seconds, cost.flops, cost.bytes) for *_, seconds, cost in timed)
+    if check.remeasured:
+        print(format_ceilings(check.ceilings))
     print(f"model       {spec} ({label})")
     rows = []
-    for batch, q, kv_len, what in PASSES:
-        seconds = time_forward(model, device=device, batch=batch, q=q, kv_len=kv_len, repeats=3)
-        cost = forward_cost(model.config, batch, q, kv_len, dtype_bytes)
-        place = classify(seconds, cost.flops, cost.bytes, ceilings)
+    for batch, q, kv_len, what, seconds, cost in timed:
+        place = classify(seconds, cost.flops, cost.bytes, check.ceilings)
         print(f"  {what:15s} b={batch} q={q:<4d} kv={kv_len:<4d} {seconds * 1e3:9.3f} ms  "
               f"floors mem {place.memory_floor_s * 1e3:.3f} / compute "
               f"{place.compute_floor_s * 1e3:.3f} ms  x{place.ratio_to_floor:.1f}  {place.bound}")
         rows.append({"what": what, "batch": batch, "q": q, "kv_len": kv_len,
                      "seconds": seconds, **place.to_dict()})
-    from app.roofline import ceilings_warning
-    warning = ceilings_warning(r["ratio_to_floor"] for r in rows)
-    if warning:
-        print(f"warning     {warning}")
+    if note:
+        print(f"note        {note}")
     return rows
 
 
@@ -187,16 +194,18 @@ def run_knee(args) -> int:
     model, label = load_model(args.model, device, dtype)
     ceilings = _ceilings(args, device, dtype)
     print(format_ceilings(ceilings))
+    from app.roofline import CeilingCheck
+    check = CeilingCheck(ceilings, _progress)  # re-measures, once, ceilings a pass beats
     dtype_bytes = torch.empty((), dtype=dtype).element_size()
     room = max_positions(model.config) - args.kv_len  # GPT-2: 1024 positions in all
     qs = args.qs or default_qs(ceilings, dtype_bytes, max_q=min(1024, room))
     measure = lambda fast: measure_knee(model, model.config, device=device, dtype=dtype,  # noqa: E731
-                                        ceilings=ceilings, qs=qs, batches=args.batches, kv_len=args.kv_len,
+                                        ceilings=check.ceilings, qs=qs, batches=args.batches, kv_len=args.kv_len,
                                         repeats=args.repeats, fast=fast, progress=_progress)
-    result = measure(False)
+    result = settle_knee(check, measure(False))
     print(f"model       {args.model} ({label}), KV cache {args.kv_len} tokens")
     print(format_knee(result))
-    fast = measure(True) if args.fast else None
+    fast = settle_knee(check, measure(True)) if args.fast else None
     if fast is not None:
         print("fast path:\n" + format_knee(fast) + "\n" + format_side_by_side(result, fast))
     from app.cpu_regime import from_knee
@@ -211,6 +220,28 @@ def run_knee(args) -> int:
                             "fast": fast.to_dict() if fast is not None else None,
                             "fast_regime": fast_regime.to_dict() if fast_regime else None})
     return 0
+
+
+def settle_knee(check, result):
+    """Check a KneeResult's passes with `check` (app.roofline.CeilingCheck: a pass under its
+    floor re-measures the ceilings, once), re-classify its rows if the ceilings changed since
+    they were timed, print what the check says; returns the result."""
+    import dataclasses
+
+    from app.roofline import classify
+
+    note = check.check((r.seconds, r.flops, r.bytes) for r in result.rows + result.batch_rows)
+    if result.ceilings != check.ceilings.to_dict():  # re-measured: the new ceilings classify
+        print(format_ceilings(check.ceilings))
+        places = lambda rows: [(r, classify(r.seconds, r.flops, r.bytes, check.ceilings)) for r in rows]  # noqa: E731
+        again = lambda rows: [dataclasses.replace(  # noqa: E731
+            r, memory_floor_s=p.memory_floor_s, compute_floor_s=p.compute_floor_s, bound=p.bound,
+            ratio_to_floor=p.ratio_to_floor) for r, p in places(rows)]
+        result.rows, result.batch_rows = again(result.rows), again(result.batch_rows)
+        result.ceilings = check.ceilings.to_dict()
+    if note:
+        print(f"note        {note}")
+    return result
 
 
 def format_side_by_side(eager, fast) -> str:
@@ -233,9 +264,7 @@ def format_knee(result) -> str:
     lines += ["batch sweep:"] * bool(result.batch_rows) + [line(r) for r in result.batch_rows]
     bend = (f"bend at q={result.bend} (first t(q)/t(1) > {result.bend_ratio})" if result.bend
             else f"no bend: t(q)/t(1) stayed <= {result.bend_ratio}")
-    from app.roofline import ceilings_warning
-    warning = ceilings_warning(r.ratio_to_floor for r in result.rows + result.batch_rows)
-    return "\n".join(lines + [bend] + ([f"warning: {warning}"] if warning else []))
+    return "\n".join(lines + [bend])
 
 
 def _rate(value: float | None, unit: str) -> str:
