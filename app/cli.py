@@ -4,7 +4,8 @@
     python -m app bench
     python -m app roofline | knee --model NAME        (app.roofline_cli)
 
-Errors are one line on stderr and exit status 2; no tracebacks for bad input.
+Errors are one line on stderr and exit status 2; no tracebacks for bad input. Every argument
+that needs no model (prompt, settings, --json path, device, dtype) is checked before one is loaded.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def load_cli_pair(args):
     """--target/--draft when given, else the --pair preset (default: app's default pair)."""
     from app import validation
     from app.models import load_pair
-    from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
+    from demo_models.presets import default_preset
     ngram = args.drafter == "ngram"
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if (args.target or "").startswith("gguf:"):
@@ -101,18 +102,40 @@ def load_cli_pair(args):
     if args.target or args.draft:
         return load_pair(args.target, args.draft, device=args.device, dtype=args.dtype, ngram=ngram)
     name = validation.preset(args.pair) if args.pair else default_preset()
-    if not args.pair and name == FALLBACK and not PRESETS[FLAGSHIP].installed:
-        say(f"note: {FLAGSHIP_HINT}")
     from app.pairs import get_pair
     return get_pair(name, device=args.device, dtype=args.dtype, ngram=ngram, progress=say)
+
+
+def flagship_note(args) -> str | None:
+    """The install hint when the default pair fell back to the embedded one because the flagship
+    is not installed; printed once, after a successful run (never ahead of an error)."""
+    from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
+    if args.pair or args.target or args.draft or default_preset() != FALLBACK or PRESETS[FLAGSHIP].installed:
+        return None
+    return f"note: {FLAGSHIP_HINT}"
+
+
+def check_generate_args(args):
+    """Every argument that can be checked without a model, before one is loaded: the prompt,
+    the settings, the --json path, the device and dtype, the preset. Returns the settings."""
+    from app import validation
+    from app.models import resolve_device, resolve_dtype
+    validation.prompt_text(args.prompt)
+    settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
+                                   top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
+                                   drafter=args.drafter, fast=args.fast, draft_int8=args.draft_int8)
+    if args.json:
+        validation.output_path(args.json)
+    resolve_dtype(args.dtype, resolve_device(args.device))
+    if args.pair and not (args.target or args.draft):
+        validation.preset(args.pair)
+    return settings
 
 
 def cmd_generate(args) -> int:
     from app import validation
     from app.engine import run
-    settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
-                                   top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                                   drafter=args.drafter, fast=args.fast, draft_int8=args.draft_int8)
+    settings = check_generate_args(args)
     pair = load_cli_pair(args)
     chat = args.chat if args.chat is not None else validation.has_chat_template(pair.tokenizer)
     ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens, chat)
@@ -128,6 +151,9 @@ def cmd_generate(args) -> int:
     if args.json:
         with open(args.json, "w") as f:
             f.write(trace.to_json(indent=1))
+    note = flagship_note(args)
+    if note:
+        print(note, file=sys.stderr)
     return 0
 
 

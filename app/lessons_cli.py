@@ -172,9 +172,24 @@ def _progress(fraction: float, message: str) -> None:
     print(f"  [{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
 
+def check_args(args) -> None:
+    """What can be checked before a model is loaded: the --json path, the prompts, the
+    temperature (app.validation, shared with the app and `generate`)."""
+    from app import validation
+    if getattr(args, "json", None) and args.json != "-":
+        validation.output_path(args.json)
+    prompts = getattr(args, "prompt", None)
+    for prompt in prompts if isinstance(prompts, list) else [prompts] if prompts is not None else []:
+        validation.prompt_text(prompt)
+    if getattr(args, "temperature", None) is not None:
+        validation.check_temperature(args.temperature)
+
+
 def run(args) -> int:
-    """Run the chosen lesson; print the summary and write JSON. Errors: one line, exit 2."""
+    """Run the chosen lesson; print the summary and write JSON. Errors: one line, exit 2.
+    Every argument that needs no model is checked first (check_args)."""
     try:
+        check_args(args)
         if args.lesson == "list":
             for lesson in LESSONS.values():
                 print(f"{lesson.name:12s} {lesson.title}")

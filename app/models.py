@@ -148,19 +148,35 @@ def _cached_on_disk(name: str) -> bool:
     return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
+def model_params(name: str) -> int:
+    """Parameters of a model directory or hub id, from its config alone (nothing allocated)."""
+    from app.costmodel import param_count
+    return param_count(_from_pretrained(AutoConfig, name))
+
+
 def check_fits(names: list[str], device: str, dtype: torch.dtype) -> None:
     """Read only the configs and refuse, before any weights are downloaded, a pair whose weights
-    (parameters x bytes per parameter) exceed the device's free memory."""
-    from app.costmodel import param_count
+    exceed the device's free memory (check_params_fit)."""
+    check_params_fit([(n, model_params(n)) for n in names], device, dtype)
+
+
+def check_params_fit(params: list[tuple[str, int]], device: str, dtype: torch.dtype) -> None:
+    """Refuse, before anything is allocated, models ([(name, parameter count)], counted from their
+    configs) whose weights (parameters x bytes per parameter) exceed the memory free on `device`
+    now (app.hardware.free_memory_bytes: MemAvailable on a CPU, free device memory on CUDA / MPS).
+    Weights only: the KV cache and activations come on top, so a pair that barely fits may still
+    run out of memory while decoding."""
     from app.hardware import free_memory_bytes
     free = free_memory_bytes(device)
     if free is None:
         return
     per_param = torch.finfo(dtype).bits // 8
-    need = sum(param_count(_from_pretrained(AutoConfig, n)) for n in names) * per_param
+    need = sum(count for _, count in params) * per_param
     if need > free:
-        raise ModelLoadError(f"{' + '.join(names)} need {need / 1e9:.1f} GB of weights in "
-                             f"{str(dtype).replace('torch.', '')}, but {device} has {free / 1e9:.1f} GB free")
+        smaller = "a smaller pair" + (" or bfloat16 (half the bytes)" if per_param == 4 else "")
+        raise ModelLoadError(f"{' + '.join(name for name, _ in params)} need {need / 1e9:.1f} GB of weights in "
+                             f"{str(dtype).replace('torch.', '')}, but {device} has {free / 1e9:.1f} GB free: "
+                             f"choose {smaller}")
 
 
 def load_model(name: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
@@ -206,10 +222,12 @@ def load_pair(target: str | None = None, draft: str | None = None, *, device: st
 
 def load_shape_pair(target_shape: str, draft_shape: str, *, device: str = "auto",
                     dtype: str = "auto") -> ModelPair:
-    """Real architectures with random weights, built on the device (no download): timing only."""
-    from app.shapes import make_shape_model
+    """Real architectures with random weights, built on the device (no download): timing only.
+    Refused before either is built when their weights exceed the free memory (check_params_fit)."""
+    from app.shapes import make_shape_model, shape_params
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
+    check_params_fit([(f"shape:{n}", shape_params(n)) for n in (target_shape, draft_shape)], device, torch_dtype)
     target = make_shape_model(target_shape, device, torch_dtype).eval()
     draft = make_shape_model(draft_shape, device, torch_dtype).eval()
     base = _from_pretrained(AutoTokenizer, str(TINY_TARGET_DIR))

@@ -55,9 +55,13 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def _guarded(func):
-    """Turn any exception into one line on stderr and exit code 1."""
+    """Turn any exception into one line on stderr and exit code 1; the --json path is checked
+    before anything is measured or loaded."""
     def run(args) -> int:
         try:
+            if args.json:
+                from app.validation import output_path
+                output_path(args.json)
             return func(args)
         except Exception as exc:  # the CLI's contract: no tracebacks
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

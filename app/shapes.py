@@ -38,16 +38,27 @@ def load_shape_config(name: str):
     return AutoConfig.for_model(**fields)
 
 
+def shape_params(name: str) -> int:
+    """Parameters of a shape, counted from its config (nothing allocated; the tests check the
+    count against the published one and against a model built on the meta device)."""
+    from app.costmodel import param_count
+    return param_count(load_shape_json(name))
+
+
 def make_shape_model(name: str, device: str | torch.device = "cpu",
                      dtype: str | torch.dtype = "bf16"):
     """Instantiate the shape with random weights directly on `device` (eval mode).
 
     Built inside `torch.device(device)`, so an 8B shape is allocated on the GPU, never on the
-    CPU first; device="meta" allocates nothing (for counting parameters).
+    CPU first; device="meta" allocates nothing (for counting parameters). Refused (ModelLoadError)
+    before anything is allocated when its weights exceed the free memory of `device`.
     """
     from transformers import AutoModelForCausalLM
 
+    from app.models import check_params_fit
     config = load_shape_config(name)
+    if torch.device(device).type != "meta":
+        check_params_fit([(f"shape:{name}", shape_params(name))], str(device), parse_dtype(dtype))
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=parse_dtype(dtype))
     return model.eval()

@@ -6,12 +6,20 @@ nothing is loaded or changed before all checks pass.
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 from app.engine import DecodeSettings
 
 MAX_GAMMA = 16            # beyond ~8 the acceptance of every drafter here makes depth pure waste
 MAX_NEW_TOKENS = 1024
 MAX_TEMPERATURE = 10.0
+# Sampling divides float32 logits by T (app.speculative.logits_to_probs; bf16 logits are cast
+# first, and bf16 has float32's range). T >= 0.01 keeps logits / T finite for logits up to
+# 3.4e36 in magnitude (float32's max is 3.4e38), far past any model's; T = 1e-300 rounds to 0 in
+# float32 and gives inf / NaN. Below 0.01 a logit gap of 0.1 already weighs e^-10 against the
+# top token, so sampling is greedy in all but name: T = 0 asks for that.
+MIN_TEMPERATURE = 0.01
 MAX_SEED = 2**63 - 1
 MAX_TOP_K = 1_000_000
 MAX_BATCH = 4096          # sequences per pass in the batch lessons; logits are batch x q x vocab
@@ -42,6 +50,16 @@ def _float(name: str, value, low: float, high: float, low_open: bool = False) ->
     return float(value)
 
 
+def check_temperature(value) -> float:
+    """0 (greedy) or a sampling temperature in [MIN_TEMPERATURE, MAX_TEMPERATURE]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"temperature must be a finite number, got {value!r}")
+    if value != 0 and not MIN_TEMPERATURE <= value <= MAX_TEMPERATURE:
+        raise InputError(f"temperature must be in [{MIN_TEMPERATURE}, {MAX_TEMPERATURE}], or 0 for greedy, "
+                         f"got {value}")
+    return float(value)
+
+
 def settings(*, gamma=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, max_new_tokens=64,
              drafter="model", fast=False, draft_int8=False) -> DecodeSettings:
     """Check every decoding setting; returns DecodeSettings or raises InputError."""
@@ -51,7 +69,7 @@ def settings(*, gamma=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, max_new_to
         raise InputError("int8 draft weights run on the fast path (the lean decoder, CPU): turn the fast path on")
     return DecodeSettings(
         gamma=_int("gamma", gamma, 1, MAX_GAMMA),
-        temperature=_float("temperature", temperature, 0.0, MAX_TEMPERATURE),
+        temperature=check_temperature(temperature),
         top_k=_int("top_k", top_k, 0, MAX_TOP_K),
         top_p=_float("top_p", top_p, 0.0, 1.0, low_open=True),
         seed=_int("seed", seed, 0, MAX_SEED),
@@ -105,15 +123,41 @@ def prompt_ids(tokenizer, prompt, context: int, max_new_tokens: int, chat: bool 
     ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"])
     limit = context - max_new_tokens - MAX_GAMMA - 1
     if len(ids) > limit:
+        room = context - len(ids) - MAX_GAMMA - 1  # new tokens that fit beside this prompt
+        if limit < 1 and room >= 1:  # max_new_tokens alone fills the context: blame it, not the prompt
+            raise InputError(f"max_new_tokens={max_new_tokens} does not fit this model's context of {context}: "
+                             f"beside this prompt of {len(ids)} tokens at most {room} new tokens fit")
         raise InputError(f"the prompt is {len(ids)} tokens; with max_new_tokens={max_new_tokens} "
                          f"this model's context of {context} allows at most {max(limit, 0)}")
     return ids
 
 
 def prompt_text(prompt) -> str:
-    """A non-empty prompt of at most MAX_PROMPT_CHARS characters (before tokenising it)."""
+    """A non-empty prompt of at most MAX_PROMPT_CHARS characters that is valid Unicode (before
+    tokenising it). A lone surrogate ("\\ud800" through the API; bytes that are not UTF-8 on a
+    command line, which Python hands over as surrogate escapes) cannot be encoded as UTF-8, and
+    the tokenizer would fail on it with a message about its own internals."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise InputError("the prompt is empty: type some text to continue")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise InputError(f"the prompt is {len(prompt)} characters; at most {MAX_PROMPT_CHARS} are accepted")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("the prompt contains invalid text (not valid Unicode, e.g. bytes that are "
+                         "not UTF-8): type or paste it as plain text") from None
     return prompt
+
+
+def output_path(path: str, option: str = "--json") -> str:
+    """A file the CLI can write at the end of a run, checked before anything runs: not a
+    directory, in a directory that exists and is writable (an existing file: writable)."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{option} {path} is a directory: give a file path, e.g. {p / 'out.json'}")
+    parent = p.parent
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: the directory {parent} does not exist: create it or choose another")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(f"{option} {path}: cannot write there: choose a path in a writable directory")
+    return path
