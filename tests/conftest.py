@@ -74,6 +74,37 @@ def embedded_pair():
     return load_pair(device="cpu")
 
 
+@pytest.fixture(scope="session")
+def server(tiny_dirs):
+    """The app on a free port of 127.0.0.1 (one per session: importing gradio is slow), serving
+    the tiny random pair whatever preset is asked for; its URL. (tests/test_security.py has its
+    own, whose loader can be made to fail.)"""
+    from app.models import load_pair
+    from app.ui import build_demo
+    from tests.support import free_port
+    pairs = {}
+
+    def loader(preset, device="auto", dtype="auto", ngram=False):
+        if ngram not in pairs:
+            pairs[ngram] = load_pair(tiny_dirs[0], None if ngram else tiny_dirs[1], device="cpu", ngram=ngram)
+        return pairs[ngram]
+
+    demo = build_demo(loader)
+    port = free_port()
+    demo.queue(default_concurrency_limit=1, max_size=16).launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="session")
+def client(server, tmp_path_factory):
+    """A gradio_client.Client of `server`."""
+    from gradio_client import Client
+    return Client(server, analytics_enabled=False, verbose=False,
+                  download_files=str(tmp_path_factory.mktemp("downloads")))
+
+
 @pytest.fixture
 def one_thread():
     """Timing tests on a 2-core machine shared with other jobs: torch's default of 2 threads

@@ -1,12 +1,11 @@
-"""The app's API through gradio_client, against a server this test session launches itself
-(one per session: importing gradio is slow) on a free port of 127.0.0.1, serving the tiny
-random pair of conftest so that the CLI can decode exactly the same thing."""
+"""The app's API through gradio_client, against the server of conftest (`server`, `client`: one
+per session, importing gradio is slow) on a free port of 127.0.0.1, serving the tiny random
+pair of conftest so that the CLI can decode exactly the same thing."""
 import json
 import time
 
 import pytest
-from gradio_client import Client
-from tests.support import STATUS, STREAM, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, JSON_FILE, CSV_FILE, free_port
+from tests.support import STATUS, STREAM, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, JSON_FILE, CSV_FILE
 
 END = 'id="stream-end"'
 PROMPT = "It is a truth universally acknowledged"
@@ -16,31 +15,6 @@ PROMPT = "It is a truth universally acknowledged"
 def decode_args(prompt=PROMPT, gamma=4, max_new_tokens=24, baseline=False, temperature=0.0):
     return (prompt, "embedded", "model", gamma, "fixed", temperature, 1.0, 0, 0, max_new_tokens,
             "cpu", False, baseline)
-
-
-@pytest.fixture(scope="session")
-def server(tiny_dirs):
-    from app.models import load_pair
-    from app.ui import build_demo
-    pairs = {}
-
-    def loader(preset, device="auto", dtype="auto", ngram=False):
-        if ngram not in pairs:
-            pairs[ngram] = load_pair(tiny_dirs[0], None if ngram else tiny_dirs[1], device="cpu", ngram=ngram)
-        return pairs[ngram]
-
-    demo = build_demo(loader)
-    port = free_port()
-    demo.queue(default_concurrency_limit=1, max_size=16).launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
-
-
-@pytest.fixture(scope="session")
-def client(server, tmp_path_factory):
-    return Client(server, analytics_enabled=False, verbose=False,
-                  download_files=str(tmp_path_factory.mktemp("downloads")))
 
 
 def cli_trace(tiny_dirs, tmp_path, capsys, max_new_tokens=24) -> tuple[dict, str]:
@@ -82,7 +56,7 @@ def test_baseline_through_the_api(client):
 @pytest.mark.parametrize("args, fragment", [
     (decode_args(prompt="   "), "prompt is empty"),
     (decode_args(prompt="to be or not " * 200), "context of 256"),
-    (decode_args(gamma=0), "minimum value 1"),  # gradio's own bounds check of the slider
+    (decode_args(gamma=0), "gamma must be between 1 and 16, got 0"),  # app.validation, not gradio's
 ])
 def test_bad_input_is_an_error_and_the_server_stays_up(client, args, fragment):
     with pytest.raises(Exception) as err:

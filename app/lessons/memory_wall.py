@@ -18,11 +18,15 @@ Device numbers come from app.hardware.DATASHEET (dense, no sparsity) or are give
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from app.lessons.common import LessonError, check_float, check_int, require
 
 BYTES_PER_PARAM = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+PARAMS = (1.0, 1e15)       # parameters accepted
+BANDWIDTH = (1.0, 1e16)    # bytes/s accepted
+PEAK = (1.0, 1e18)         # FLOP/s accepted (when given)
 QUICK = {"params": 70e9, "dtype": "fp16", "batch": 1, "bytes_per_s": 2e12, "flops_per_s": 300e12}
 
 
@@ -71,6 +75,18 @@ class MemoryWall:
         return {"lesson": "memory_wall", **asdict(self), "tokens_per_s": self.tokens_per_s}
 
 
+def in_unit(name: str, value, scale: float, unit: str, bounds: tuple[float, float]) -> float:
+    """A number typed in `unit` (`scale` base units each: 1e9 for "billion", 1e12 for "TB/s"),
+    checked against `bounds` (in base units) in that unit, so the message quotes the value as
+    it was typed ("parameters must be between 1e-09 and 1e+06 billion, got -1"); returns the
+    value in base units."""
+    low, high = bounds[0] / scale, bounds[1] / scale
+    require(isinstance(value, (int, float)) and not isinstance(value, bool), f"{name} must be a number, got {value!r}")
+    require(math.isfinite(value) and low <= value <= high,
+            f"{name} must be between {low:g} and {high:g} {unit}, got {value:g}")
+    return float(value) * scale
+
+
 def device_rates(name: str, dtype: str) -> tuple[float, float | None, str]:
     """(bytes/s, FLOP/s or None, label) of a DATASHEET row named `name` (e.g. "H100 SXM")."""
     from app.hardware import DATASHEET
@@ -88,7 +104,7 @@ def memory_wall(params: float, *, dtype: str = "fp16", batch: int = 1, q: int = 
     """The numbers of the module docstring. Give bytes_per_s (and optionally flops_per_s), or a
     DATASHEET device name; explicit numbers win over the device's. source: where the given
     numbers come from (e.g. "this device (measured)"), shown with the result."""
-    params = check_float("params", params, 1.0, 1e15)
+    params = check_float("params", params, *PARAMS)
     require(dtype in BYTES_PER_PARAM, f"unknown dtype {dtype!r}: choose one of {', '.join(BYTES_PER_PARAM)}")
     batch, q = check_int("batch", batch, 1, 1 << 20), check_int("tokens per pass q", q, 1, 1 << 20)
     label = source or ("given bandwidth" + (" and peak" if flops_per_s else ""))
@@ -97,7 +113,8 @@ def memory_wall(params: float, *, dtype: str = "fp16", batch: int = 1, q: int = 
         bytes_per_s, flops_per_s = bytes_per_s or dev_bw, flops_per_s or dev_flops
     if bytes_per_s is None:
         raise LessonError("give a bandwidth (bytes/s) or a device name")
-    bytes_per_s = check_float("bandwidth", bytes_per_s, 1.0, 1e16)
+    bytes_per_s = check_float("bandwidth", bytes_per_s, *BANDWIDTH)
+    flops_per_s = check_float("peak FLOP/s", flops_per_s, *PEAK) if flops_per_s else None
     bpp = BYTES_PER_PARAM[dtype]
     b_pass, f_pass = params * bpp, 2 * params * batch * q
     compute = f_pass / flops_per_s if flops_per_s else None

@@ -48,12 +48,24 @@ class PairTracker:
         return self.loader(*args, **kw)
 
 
+class Blocks(gr.Blocks):
+    """gr.Blocks whose answer to a request with too few values is one line an API client sees
+    (Gradio's own is a multi-line ValueError that clients receive as {"error": null})."""
+
+    def validate_inputs(self, block_fn, inputs):
+        if len(inputs) < len(block_fn.inputs):
+            name = f"the /{block_fn.api_name} endpoint" if block_fn.api_name else "this event"
+            raise gr.Error(f"the request has {len(inputs)} values, {name} takes {len(block_fn.inputs)}",
+                           print_exception=False)
+        super().validate_inputs(block_fn, inputs)
+
+
 def build_demo(loader=None) -> gr.Blocks:
     """The whole app. `loader(preset, device=, dtype=, ngram=)` defaults to app.pairs.get_pair."""
     if loader is None:
         from app.pairs import get_pair as loader
     tracker = PairTracker(loader)
-    with gr.Blocks(title=TITLE) as demo:
+    with Blocks(title=TITLE) as demo:
         gr.HTML(f"<style>{live.CSS}</style>", padding=False)  # here, not launch(css=): tests launch too
         gr.Markdown(f"# {TITLE}\nA small draft model guesses γ tokens, the large target model "
                     "checks them all in one forward pass. Watch every token's fate and every "

@@ -145,19 +145,31 @@ DRAFT_INT8_NOTE = ("the draft reads a quarter of its fp32 bytes per pass (weight
 def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k,
                   seed, max_new_tokens, device, fast_path, baseline, prompt_mode="auto",
                   draft_int8=False) -> DecodeRequest:
-    """Check every input before anything is loaded; raises InputError with a one-line message."""
+    """Check every input before anything is loaded; raises InputError with a one-line message.
+    The values arrive as the client sent them (live.py wires decode with preprocess=False)."""
+    if prompt is not None and not isinstance(prompt, str):
+        raise InputError(f"the prompt must be text, got {prompt!r}")
+    fast_path, baseline, draft_int8 = (_flag(name, value) for name, value in
+                                       (("fast_path", fast_path), ("baseline", baseline), ("draft_int8", draft_int8)))
     validation.preset(preset)  # presets only: the web app never loads a path or a free-form id
     validation.device(device, device_choices())
-    if depth_policy not in DEPTH_POLICIES:
+    if not (isinstance(depth_policy, str) and depth_policy in DEPTH_POLICIES):
         raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {depth_policy!r}")
     validation.prompt_text(prompt)
     settings = validation.settings(gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
                                    seed=seed, max_new_tokens=max_new_tokens, drafter=drafter,
                                    fast=bool(fast_path), draft_int8=bool(draft_int8))
-    if prompt_mode not in PROMPT_MODES:
+    if not (isinstance(prompt_mode, str) and prompt_mode in PROMPT_MODES):
         raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {prompt_mode!r}")
     return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path), depth_policy,
                          prompt_mode)
+
+
+def _flag(name: str, value) -> bool:
+    """A checkbox's value: true or false (bool("no") would be True)."""
+    if isinstance(value, bool):
+        return value
+    raise InputError(f"{name} must be true or false, got {value!r}")
 
 
 def safe_message(exc: Exception) -> str:
@@ -179,10 +191,21 @@ def safe_message(exc: Exception) -> str:
     return text
 
 
-def user_error(message: str) -> gr.Error:
-    """gr.Error for the browser: its toast renders HTML, so < > & are escaped (the message may
-    quote user input, e.g. an unknown preset name)."""
-    return gr.Error(html.escape(message, quote=False), print_exception=False)
+def user_error(message: str, request=None) -> gr.Error:
+    """gr.Error with `message` (which may quote user input, e.g. an unknown preset name): HTML
+    escaped for the app's page, whose toast renders HTML; plain for an API client, which reads
+    it as text (an install command quoted in it stays runnable). `request`: the event's
+    gr.Request; without one the message is escaped."""
+    return gr.Error(html.escape(message, quote=False) if from_page(request) else message,
+                    print_exception=False)
+
+
+def from_page(request) -> bool:
+    """Whether `request` (a gr.Request, or None when unknown) comes from the app's page: Gradio's
+    front end sends the header x-gradio-user: app, gradio_client "api", MCP "mcp", plain HTTP
+    none. Unknown (no request, or no headers) counts as the page: escaping is the safe side."""
+    headers = None if request is None else getattr(request, "headers", None)
+    return headers is None or headers.get("x-gradio-user") == "app"
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -499,7 +522,7 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
         req = parse_request(*inputs)
         device = resolve_device(req.device)
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, no such device
-        raise user_error(safe_message(exc)) from None
+        raise user_error(safe_message(exc), request) from None
     with turns.turn(device, waiting=lambda message: progress(0.0, desc=message)):
         yield from _decode(req, loader, request, progress)
 
@@ -510,11 +533,11 @@ def _decode(req: DecodeRequest, loader: Loader, request, progress):
         policy = depth_policy(req.policy, pair, req.settings.gamma, len(ids), req.settings.fast,
                               req.settings.draft_int8)
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, missing model
-        raise user_error(safe_message(exc)) from None
+        raise user_error(safe_message(exc), request) from None
     except Exception as exc:  # e.g. out of memory while loading: say so, stay up  # noqa: BLE001
         message = safe_message(exc)
         release_memory(exc)
-        raise user_error(f"could not start: {message}") from None
+        raise user_error(f"could not start: {message}", request) from None
     key, flag = _cancel_flag(request)
     state, trace = _Run(req, pair, ceilings, regime), None
     frames = in_background(run(pair, ids, req.prompt, req.settings, baseline=req.baseline,
@@ -529,7 +552,7 @@ def _decode(req: DecodeRequest, loader: Loader, request, progress):
         yield state.view(trace, end_phase(trace) + " · drawing the charts", finished=True, charts=False)
         yield state.final(trace, end_phase(trace))
     except Exception as exc:  # a failure mid-run: end the stream visibly, then say why
-        yield from _failed(state, trace, req, exc)
+        yield from _failed(state, trace, req, exc, request)
     finally:
         flag.set()  # if the consumer went away mid-run, the decode thread stops after its step
         if key is not None and _cancels.get(key) is flag:
@@ -551,11 +574,11 @@ def _phase(trace: Trace, req: DecodeRequest) -> str:
     return "Decoding…"
 
 
-def _failed(state: _Run, trace: Trace | None, req: DecodeRequest, exc: Exception):
+def _failed(state: _Run, trace: Trace | None, req: DecodeRequest, exc: Exception, request=None):
     """End the stream visibly, free what the failed run held, then raise the error."""
     message = safe_message(exc)
     release_memory(exc)
     trace = trace or Trace(prompt=req.prompt, settings={}, prompt_ids=[])
     trace.stopped = f"error: {message}"
     yield state.view(trace, "Error", finished=True)
-    raise user_error(f"decoding failed: {message}") from None
+    raise user_error(f"decoding failed: {message}", request) from None

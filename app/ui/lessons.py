@@ -18,7 +18,7 @@ from app.hardware import DATASHEET
 from app.lessons import LESSONS, LessonError
 from app.lessons.common import PROMPTS
 from app.lessons.lossless import DEFAULT_PROMPT, VARIANT_LABELS
-from app.lessons.memory_wall import BYTES_PER_PARAM
+from app.lessons.memory_wall import BANDWIDTH, BYTES_PER_PARAM, PARAMS, PEAK, in_unit
 from app.ui import turns
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
@@ -60,8 +60,9 @@ class Shown(NamedTuple):
     headline: str
 
 
-def run_lesson(name: str, get_pair, kwargs: dict, progress=None) -> Shown:
-    """Run one lesson and render it; bad input (or a failed load) raises gr.Error."""
+def run_lesson(name: str, get_pair, kwargs: dict, progress=None, request=None) -> Shown:
+    """Run one lesson and render it; bad input (or a failed load) raises gr.Error (one line, no
+    paths, escaped for the page: app.ui.handlers.user_error, as the decode's errors)."""
     lesson = LESSONS[name]
     report = (lambda f, m: progress(f, desc=m)) if progress is not None else None
     waiting = (lambda message: progress(0.0, desc=message)) if progress is not None else None
@@ -74,14 +75,26 @@ def run_lesson(name: str, get_pair, kwargs: dict, progress=None) -> Shown:
             result = lesson.function(**kwargs)
     except (ValueError, OSError, RuntimeError) as exc:  # LessonError, InputError, ModelLoadError, ...
         from app.ui.handlers import safe_message, user_error
-        raise user_error(safe_message(exc)) from None  # one line, no paths, HTML escaped
+        raise user_error(safe_message(exc), request) from None
     data = result.to_dict()
     return Shown(lesson.figure(data), result_markdown(result), data, result.headline())
 
 
+def run_tab(name: str, get_pair, to_kwargs, values: list, request=None, progress=None) -> Shown:
+    """A lesson tab's Run: its controls' values -> `to_kwargs` -> run_lesson. Bad values raise
+    gr.Error like run_lesson's (TypeError too: the values arrive as an API client sent them)."""
+    try:
+        kwargs = to_kwargs(*values)
+    except (ValueError, TypeError, OSError, RuntimeError) as exc:
+        from app.ui.handlers import safe_message, user_error
+        raise user_error(safe_message(exc), request) from None
+    return run_lesson(name, get_pair, kwargs, progress, request)
+
+
 def memory_wall_kwargs(params_b, dtype, batch, q, device, bandwidth_tb, peak_tf) -> dict:
-    """Controls of the memory-wall tab -> memory_wall() keywords (measures if asked)."""
-    kw = {"params": float(params_b or 0) * 1e9, "dtype": dtype, "batch": batch, "q": q}
+    """Controls of the memory-wall tab -> memory_wall() keywords (measures if asked). Numbers
+    are checked in the units the tab shows (billions, TB/s, TFLOP/s)."""
+    kw = {"params": in_unit("parameters", params_b, 1e9, "billion", PARAMS), "dtype": dtype, "batch": batch, "q": q}
     if device == MEASURED_DEVICE:
         from app.hardware import detect_device, measure_ceilings
         device = detect_device("auto")
@@ -90,9 +103,9 @@ def memory_wall_kwargs(params_b, dtype, batch, q, device, bandwidth_tb, peak_tf)
         return {**kw, "bytes_per_s": c.measured_bytes_per_s, "flops_per_s": c.measured_flops_per_s,
                 "source": f"{c.device_name} (measured)"}
     if device == CUSTOM_DEVICE:
-        if not bandwidth_tb or bandwidth_tb <= 0:
-            raise LessonError("give a bandwidth in TB/s above 0")
-        return {**kw, "bytes_per_s": bandwidth_tb * 1e12, "flops_per_s": (peak_tf or 0) * 1e12 or None}
+        peak = in_unit("peak", peak_tf, 1e12, "TFLOP/s", (0.0, PEAK[1])) if peak_tf is not None else 0.0
+        return {**kw, "bytes_per_s": in_unit("bandwidth", bandwidth_tb, 1e12, "TB/s", BANDWIDTH),
+                "flops_per_s": peak or None}
     return {**kw, "device": device}
 
 
@@ -135,8 +148,8 @@ def _walkthrough(get_pair) -> None:
 def _walk_handler(name: str, get_pair):
     lesson = LESSONS[name]
 
-    def handler(progress=gr.Progress()):
-        shown = run_lesson(name, get_pair, lesson.quick_kwargs, progress)
+    def handler(request: gr.Request = None, progress=gr.Progress()):
+        shown = run_lesson(name, get_pair, lesson.quick_kwargs, progress, request)
         return f"{shown.headline}\n\n*Notice:* {lesson.notice}", gr.Plot(value=shown.figure, visible=True)
     return handler
 
@@ -146,13 +159,11 @@ def _tab(name: str, get_pair, controls: list, to_kwargs) -> None:
     button = gr.Button("Run", variant="primary")
     outputs = _outputs()
 
-    def handler(values: dict, progress=gr.Progress()):  # a set of inputs arrives as one dict
-        try:
-            kwargs = to_kwargs(*[values[c] for c in controls])
-        except (ValueError, OSError, RuntimeError) as exc:
-            raise gr.Error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-        return tuple(run_lesson(name, get_pair, kwargs, progress)[:3])
-    button.click(handler, set(controls), outputs, **turns.queue())
+    def handler(values: dict, request: gr.Request = None, progress=gr.Progress()):  # a set of inputs: one dict
+        return tuple(run_tab(name, get_pair, to_kwargs, [values[c] for c in controls], request, progress)[:3])
+    # preprocess=False: the values arrive as sent and the lesson judges them, so a bad one gets
+    # one line naming it, not Gradio's generic error
+    button.click(handler, set(controls), outputs, preprocess=False, **turns.queue())
 
 
 def _knee_tab(get_pair):

@@ -56,13 +56,49 @@ def _controls(devices: list[str]) -> dict:
         c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
         c["top_k"] = gr.Number(value=0, precision=0, minimum=0, label="Top-k (0 = off)")
         c["seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-    c["max_new_tokens"] = gr.Slider(1, validation.MAX_NEW_TOKENS, value=96, step=1, label="Max new tokens")
+    top = max_new_tokens_for(default)  # the pair's room; changing the pair moves it (_wire)
+    c["max_new_tokens"] = gr.Slider(1, top, value=min(96, top), step=1, label="Max new tokens")
     c["device"] = gr.Dropdown(devices, value="auto", label="Device")
     c["fast_path"] = gr.Checkbox(value=False, label="Fast path", info=handlers.fast_path_note(devices))
     c["draft_int8"] = gr.Checkbox(value=False, label="int8 draft weights (fast path, CPU)",
                                   info=handlers.DRAFT_INT8_NOTE)
     c["baseline"] = gr.Checkbox(value=True, label="Also run the baseline (target alone) to measure the speedup")
     return c
+
+
+PROMPT_ROOM = 64  # prompt tokens the max-new-tokens slider leaves room for in the pair's context
+
+
+def pair_context(preset: str) -> int | None:
+    """The target's context length from its stored config (no model loaded), or None when it
+    cannot be read (e.g. the embedded pair is not on disk yet)."""
+    import json
+    from pathlib import Path
+
+    from app.shapes import load_shape_json
+    shape = PRESETS[preset].target_shape
+    try:
+        path = Path(shape)
+        config = json.loads((path / "config.json").read_text()) if path.is_dir() else load_shape_json(shape)
+    except (OSError, ValueError):
+        return None
+    return int(config.get("max_position_embeddings") or config.get("n_positions") or 0) or None
+
+
+def max_new_tokens_for(preset: str) -> int:
+    """The max-new-tokens slider's maximum for a pair: what its context holds beside a prompt of
+    PROMPT_ROOM tokens and a verify pass (validation.prompt_ids refuses what does not fit), at
+    most validation.MAX_NEW_TOKENS."""
+    context = pair_context(preset) if preset in PRESETS else None
+    if context is None:
+        return validation.MAX_NEW_TOKENS
+    return max(1, min(validation.MAX_NEW_TOKENS, context - PROMPT_ROOM - validation.MAX_GAMMA - 1))
+
+
+def bound_max_new_tokens(preset: str, value) -> dict:
+    """The slider's update when the pair changes: its maximum, and its value kept below it."""
+    top = max_new_tokens_for(preset)
+    return gr.update(maximum=top, value=min(value, top) if isinstance(value, (int, float)) else top)
 
 
 def _outputs() -> dict:
@@ -139,8 +175,12 @@ def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
                   max_new_tokens, device, fast_path, baseline, prompt_mode, draft_int8)
         yield from handlers.decode(inputs, loader=loader, request=request, progress=progress)
 
+    # preprocess=False: the values arrive as sent and parse_request judges them all, so a bad
+    # one (gamma="abc") gets one line naming it, not Gradio's generic error
     event = run_btn.click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",
-                          show_progress_on=o["stream"], **turns.queue())
+                          show_progress_on=o["stream"], preprocess=False, **turns.queue())
+    c["preset"].change(bound_max_new_tokens, [c["preset"], c["max_new_tokens"]], c["max_new_tokens"],
+                       api_visibility="private", queue=False, show_progress="hidden")
     event.then(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                api_visibility="private")
     stop_btn.click(handlers.stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
