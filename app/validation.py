@@ -127,10 +127,6 @@ def prompt_ids(tokenizer, prompt, context: int, max_new_tokens: int, chat: bool 
         if limit < 1 and room >= 1:  # max_new_tokens alone fills the context: blame it, not the prompt
             raise InputError(f"max_new_tokens={max_new_tokens} does not fit this model's context of {context}: "
                              f"beside this prompt of {len(ids)} tokens at most {room} new tokens fit")
-        room = context - len(ids) - MAX_GAMMA - 1  # new tokens that fit beside this prompt
-        if limit < 1 and room >= 1:  # max_new_tokens alone fills the context: blame it, not the prompt
-            raise InputError(f"max_new_tokens={max_new_tokens} does not fit this model's context of {context}: "
-                             f"beside this prompt of {len(ids)} tokens at most {room} new tokens fit")
         raise InputError(f"the prompt is {len(ids)} tokens; with max_new_tokens={max_new_tokens} "
                          f"this model's context of {context} allows at most {max(limit, 0)}")
     return ids
