@@ -31,8 +31,8 @@ import torch
 from app.draft_vocab import DraftVocab
 from demo_models.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, choose_vocab, collate,
                                          corpus_windows, draft_shape, heldout_alpha, heldout_bounds,
-                                         kept_coverage, lr_at, make_draft, replies, save_draft, seen_sample,
-                                         special_ids, train_step)
+                                         kept_coverage, lr_at, make_draft, replies, round_as_saved, save_draft,
+                                         seen_sample, special_ids, train_step)
 from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 
@@ -109,15 +109,17 @@ def train(runs: list[Run], data, corpus, held, seen, pad: int, args) -> int:
     return step + 1
 
 
-def save(run: Run, tok, args, steps: int, log: dict, seen: list[dict]) -> None:
+def save(run: Run, tok, args, steps: int, log: dict, held: list[dict], seen: list[dict]) -> None:
     """The run's best checkpoint by the held-out bound at T = 1 (the CPU recipe's choice), saved
-    by save_draft in DIR/<name> with its curve and the data log."""
+    by save_draft in DIR/<name> with its curve, the data log and its bounds as saved (fp16)."""
     final = run.curve[-1]
     run.draft.load_state_dict(run.best[2])
+    round_as_saved(run.draft)
     out = argparse.Namespace(**{**vars(args), "out": str(Path(args.out) / run.name)})
     save_draft(run.draft, tok, out, {
         "data": log, "steps_done": steps, "curve": run.curve, "saved_step": run.best[1], **run.best[3],
         "final_heldout_alpha_topk": final[bound_key(1.0)], "selected_by": bound_key(1.0),
+        "as_saved": heldout_bounds(run.draft, held, tok.pad_token_id, (0.7, 1.0)),
         "seen_alpha_topk": heldout_alpha(run.draft, seen, tok.pad_token_id),  # the saved checkpoint's
         "seen_replies": len(seen), "heldout_kept_coverage": log["heldout_kept_coverage"],
         "distill_temperature": 1.0, "tvd": 0.0,
@@ -154,7 +156,7 @@ def main(argv=None) -> None:
     steps = train(runs, data, corpus, held, seen, tok.pad_token_id, args)
     log["train_seconds"] = round(time.time() - t_train, 1)
     for run in runs:
-        save(run, tok, args, steps, log, seen)
+        save(run, tok, args, steps, log, held, seen)
 
 
 def parse_args(argv=None):

@@ -483,6 +483,15 @@ def seen_sample(data: list[dict], n: int, seed: int) -> list[dict]:
     return random.Random(seed + 1).sample(data, min(n, len(data)))
 
 
+def round_as_saved(draft) -> None:
+    """Round the float32 weights in place to the fp16 values save_draft writes (the loader casts
+    them back to float32 exactly), so a bound measured afterwards is the saved file's own: the
+    rounding moves a bound by more than fp32 noise (up to ~1e-2 on peaked toy drafts)."""
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.copy_(p.half().float())
+
+
 def heldout_alpha(draft, held: list[dict], pad: int, temperature: float = 1.0) -> float:
     """The held-out alpha bound at `temperature` (alpha_by_scale at scale 1); leaves the draft
     training."""
@@ -616,6 +625,8 @@ def train_draft(args) -> None:
     earlier = best[0] > final[sel]  # an earlier checkpoint drafted better on the held-out prompts
     if earlier:
         draft.load_state_dict(best[2])
+    round_as_saved(draft)
+    as_saved = heldout_bounds(draft, held, pad, temps)  # the file's bounds, after fp16 rounding
     seen_alpha = heldout_alpha(draft, seen, pad)  # the saved draft's, on training replies
     save_draft(draft, tok, args, {"data": data_log, "steps_done": step + 1, "curve": curve,
                                   "heldout_kept_coverage": coverage,
@@ -624,6 +635,7 @@ def train_draft(args) -> None:
                                   "seen_alpha_topk": seen_alpha, "seen_replies": len(seen),
                                   "saved_step": best[1] if earlier else step,
                                   **(best[3] if earlier else final), "selected_by": sel,
+                                  "as_saved": as_saved,
                                   "distill_temperature": args.distill_temperature,
                                   "tvd": args.tvd, "tvd_temperature": args.tvd_temperature,
                                   "autocast": "bf16" if args.bf16 else None,

@@ -61,12 +61,16 @@ def test_two_shapes_train_on_the_same_batches_and_save_their_best_checkpoint(tmp
     for run in runs:
         assert [r["step"] for r in run.curve] == [0, 10, 20]
         assert run.curve[-1]["heldout_alpha_topk"] > run.curve[0]["heldout_alpha_topk"]
-        gpu.save(run, tok, args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}}, seen)
+        gpu.save(run, tok, args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}},
+                 data[:2], seen)
         log = json.loads((tmp_path / run.name / "train_log.json").read_text())
         assert log["command"].startswith("python -m demo_models.distill_gpu")
         assert log["heldout_alpha_topk"] == max(r["heldout_alpha_topk"] for r in run.curve)
         saved = AutoModelForCausalLM.from_pretrained(tmp_path / run.name, dtype=torch.float32)
-        assert distill.heldout_alpha(saved, data[:2], 2) == pytest.approx(log["heldout_alpha_topk"], abs=2e-3)
+        # the file's own bound (fp16-rounded weights) to the logged rounding of 4 decimals; the
+        # selected checkpoint's fp32 bound may differ by the rounding's effect, so it is not compared
+        assert distill.heldout_alpha(saved, data[:2], 2) == pytest.approx(log["as_saved"]["heldout_alpha_topk"],
+                                                                          abs=1e-4)
     assert json.loads((tmp_path / "2x128" / "train_log.json").read_text())["shape"]["num_hidden_layers"] == 2
 
 
