@@ -2,6 +2,8 @@
 import socket
 import time
 
+import torch
+
 from app.hardware import Ceilings
 
 # positions of the decode endpoint's outputs (app.ui.handlers.View)
@@ -40,3 +42,15 @@ def error_when_loading_fails(server, client, error: BaseException, decode_args) 
     finally:
         server.fail = None
     return str(err.value)
+
+
+def assert_reassociation_close(got, x, w) -> None:
+    """got equals x @ w.T up to fp32 reassociation: two summation orders of an n-term dot
+    product differ by at most 2 n eps sum|x_i w_i| per output (Higham, Accuracy and Stability of
+    Numerical Algorithms, 2nd ed., sec. 3.1), whatever kernels, vector width or FMA a CPU uses.
+    x [rows, n], w [out, n] -> got [rows, out]."""
+    n, eps = x.shape[-1], torch.finfo(torch.float32).eps
+    bound = 2 * n * eps * (x.abs() @ w.abs().T)          # [rows, out]
+    gap = (got - x @ w.T).abs()
+    assert (gap <= bound).all(), f"gap {gap.max().item():.3g} beyond the reassociation bound"
+
