@@ -113,3 +113,16 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Under .ci/run: the whole run's time (install + tests) and the CPU it ran on, above
+    pytest's closing line, so every CI log says how long the suite took and where."""
+    import time
+    from app.hardware import device_info
+    start = os.environ.get("SPECLAB_CI_START")
+    if start:
+        cpu = device_info("cpu").get("name", "unknown CPU")
+        terminalreporter.write_line(f"ci: {time.time() - float(start):.0f} s since .ci/run started (install + "
+                                    f"tests) on {cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads")
+
