@@ -144,7 +144,7 @@ def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     F.linear (equal to ~1e-5), another MKL code path: on the 2-core AMD EPYC (AVX2) dev CPU,
     F.linear's few-row fp32 product streamed the weights at about half the speed of this form,
     and as installed (no MKL_CBWR) took MKL's slow path for 2-8 rows that this form avoids.
-    Measured there (benchmarks/cpu_few_rows.py; demo_models/smollm2_draft/HISTORY.md: "Few-row
+    Measured there (benchmarks/cpu_few_rows.py; research/RESULTS.md: "Few-row
     products in another form"). It pays for its extra calls (the copies in and out) only when
     the weights stream from memory, so LeanModel considers it (linear's form_rows, by
     choose_form_rows) only for models whose weights exceed

@@ -12,7 +12,7 @@ computed as 4, 7 as 8) against the form that pads only one row to two.
     MKL_CBWR=AVX2 python benchmarks/cpu_few_rows.py      # with MKL's AVX2 path forced
 
 Run it as installed and with MKL_CBWR (app.cpu_regime.suggested_cbwr);
-demo_models/smollm2_draft/HISTORY.md ("Few-row products in another form") has the numbers
+research/RESULTS.md ("Few-row products in another form") has the numbers
 measured on the AVX2 dev CPU.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ every prompt and round, prefills left out:
   needed    the tokens per pass this step would need to run --target times as fast as plain
             decoding: target x step_ms / plain_step_ms
 Rounds run the configurations back to back prompt by prompt, so background load hits them alike.
-demo_models/smollm2_draft/HISTORY.md ("Why gamma = 1 wins on this CPU") has one run's numbers.
+research/RESULTS.md ("Why gamma = 1 wins on this CPU") has one run's numbers.
 """
 from __future__ import annotations
 

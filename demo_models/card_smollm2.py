@@ -17,7 +17,7 @@ from demo_models.evaluate import speedup_of
 from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 # (file, column head, speed-table label) of each evaluation of the shipped draft; the previous
-# drafts' evaluations, on four kinds of CPU, are in HISTORY.md
+# drafts' evaluations, on four kinds of CPU, are in research/RESULTS.md
 COLUMNS = (("eval_mkl_avx512_fast_int8.json", "`MKL_CBWR=AVX512 --fast --draft-int8`", "MKL_CBWR, fast, int8 draft"),
            ("eval_fast_int8.json", "as installed: `--fast --draft-int8`", "fast, int8 draft"),
            ("eval_mkl_avx512_fast.json", "`MKL_CBWR=AVX512 --fast`, fp32 draft", "MKL_CBWR, fast"))
@@ -77,7 +77,7 @@ output row (`app.lean.Int8Weight`): a quarter of the bytes a single-token pass s
 smaller c; its α is measured as it runs, and the output is still exactly the target's. The
 columns ran on the fast path (`--fast`: `app.lean`) on this project's 2-core AMD EPYC, one after
 another: int8 with and without `MKL_CBWR=AVX512` (README, "CPU regime"), and fp32. Compare tokens/s within a column, not
-across columns or with the previous draft's numbers (`HISTORY.md`): on this shared machine the
+across columns or with the previous draft's numbers (`research/RESULTS.md`): on this shared machine the
 target's single-token pass, computed by the same code, has measured 28.7 to 51.7 ms within two
 hours. The CPU regime row is `app.cpu_regime`'s verdict from the measured t(8)/t(1) of the target.
 

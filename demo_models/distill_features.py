@@ -18,7 +18,7 @@ final-normed output and the target's F at the same position). Noise on the input
 instead of F. The checkpoint with the best held-out alpha bound on the heldout.pt prompts (the
 first HELDOUT_FOR_TRAINING held-out prompts) is saved in fp16.
 
-Measured on the 2-core dev CPU (demo_models/smollm2_draft/HISTORY.md, "A feature draft
+Measured on the 2-core dev CPU (research/RESULTS.md, "A feature draft
 (EAGLE)"): one layer, 55 minutes, 2,838 steps on the previous token draft's 6,316 replies:
 held-out top-32 bound 0.472 at T = 1 (that draft: 0.497 in 90 min; 0.400 against 0.456 at
 step 1,000), 0.504 at T = 0.7, and 0.338 at T = 0.7 when fed
@@ -26,7 +26,7 @@ its own features. With int8 weights its pass costs half the token draft's (c = 0
 the drafts after the first are seldom accepted (greedy: 0.56 of drafts at gamma 1, 0.27 at
 gamma 3), so its best speed-ups, 1.59x greedy and 1.47x at T = 0.7 (both gamma 1), stay below
 that token draft's 1.66x and 1.52x (the shipped one, since 1 December, learned
-from 2,255 more replies too: README).
+from 2,255 more replies too: research/RESULTS.md).
 """
 
 from __future__ import annotations

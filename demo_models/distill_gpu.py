@@ -6,7 +6,7 @@ device, where the target samples fresh replies instead of reading a cache.
 
 Why a second route: on the 2-thread CPU the draft is data-limited. It trains for 90 minutes on
 replies cached once (~1M tokens, about 5 passes over them) and memorises them: its acceptance
-bound is 0.65-0.68 on replies it trained on against 0.52 on new ones (README, "The draft memorises
+bound is 0.65-0.68 on replies it trained on against 0.52 on new ones (research/RESULTS.md, "The draft memorises
 its replies"). The issue allows more on a GPU; there the target answers faster than a draft can
 learn, so this route samples new replies to all 11,690 training prompts (train, more and the four
 wide rounds of demo_models/prompts.py; never the held-out topics), round after round with new

@@ -9,12 +9,12 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
   1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
      MORE_ROUNDS times with new seeds (two more rounds, cut short by a time cap, did not make
-     a better draft: README), then wide_prompts() at T = 0.7 (451 more topics, once each: the
+     a better draft: research/RESULTS.md), then wide_prompts() at T = 0.7 (451 more topics, once each: the
      largest step in alpha of the routes tried; --wide-rounds 0 leaves them out, the previous
      draft's recipe; --wide-rounds 2 adds wide_prompts(1), 639 further topics x 3 templates: sampled
-     and recorded; a draft trained on it too was not shipped: README; --wide-rounds 3 and 4 ask
+     and recorded; a draft trained on it too was not shipped: research/RESULTS.md; --wide-rounds 3 and 4 ask
      those topics again under templates each has not had, because the draft memorises the
-     replies it trains on: README). The shipped draft saw all of it except wide rounds 2-4. At
+     replies it trains on: research/RESULTS.md). The shipped draft saw all of it except wide rounds 2-4. At
      every generated position the top-K of the target's log-distribution is kept.
      It also reads windows of the shared corpus, top-K likewise. Saved once under the cache
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
@@ -256,7 +256,7 @@ def _asked(args) -> list[tuple[list[str], float, int]]:
         more = more_prompts()
         random.Random(5 + r).shuffle(more)  # a time cap keeps a varied subset, not the first topics
         asked.append((more, MORE_T, 3000 + 1000 * r))
-    for r in range(args.wide_rounds):  # many more distinct subjects, once each (README: distinct topics help most)
+    for r in range(args.wide_rounds):  # many more distinct subjects, once each (research/RESULTS.md: distinct topics help most)
         wide = wide_prompts(r)
         random.Random(9 + r).shuffle(wide)
         asked.append((wide, MORE_T, 9000 + 1000 * r))
@@ -479,7 +479,7 @@ def heldout_bounds(draft, held: list[dict], pad: int, temperatures) -> dict[str,
 def seen_sample(data: list[dict], n: int, seed: int) -> list[dict]:
     """n training replies (the same ones for a seed) whose bound the train log keeps beside the
     held-out one: the gap between them is how much of the training set the draft memorised (the
-    shipped draft: 0.65-0.68 on replies it trained on against 0.52-0.53 on new ones, README)."""
+    shipped draft: 0.65-0.68 on replies it trained on against 0.52-0.53 on new ones, research/RESULTS.md)."""
     return random.Random(seed + 1).sample(data, min(n, len(data)))
 
 
@@ -705,7 +705,7 @@ def parse_args(argv=None):
                     "recorded replies or the corpus; train: the draft's CPU budget)")
     ap.add_argument("--resume", help="train a saved draft further (its directory) instead of a new one")
     ap.add_argument("--slice", help="start from the target's own layers at its width, e.g. 0,1 "
-                    "(make_sliced_draft) instead of a new narrow draft (README: not better on this CPU)")
+                    "(make_sliced_draft) instead of a new narrow draft (research/RESULTS.md: not better on this CPU)")
     ap.add_argument("--width", type=int, default=DRAFT_SHAPE["hidden_size"],
                     help="train: a new draft's hidden size (draft_shape: a multiple of 64; MLP 3x)")
     ap.add_argument("--layers", type=int, default=DRAFT_SHAPE["num_hidden_layers"],

@@ -299,7 +299,7 @@ WIDE_TOPICS_2 = [  # the fourth kind of teacher data (wide_prompts(1)): more new
 # topics again under the next templates of each topic's rotation, ones it has not had: replies
 # the shipped draft never saw score as low as replies on unseen topics (its bound 0.517 on seen
 # topics under new templates, 0.516 on wide_prompts(1)'s, 0.53 held out, against 0.65-0.68 on
-# the replies it trained on: README), so a new template is new data.
+# the replies it trained on: research/RESULTS.md), so a new template is new data.
 WIDE_LISTS = [(WIDE_TOPICS, 5, 0, 5), (WIDE_TOPICS_2, 3, 0, 3), (WIDE_TOPICS_2, 3, 3, 4), (WIDE_TOPICS, 5, 5, 4)]
 
 

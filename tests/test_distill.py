@@ -266,7 +266,7 @@ def test_wide_prompts_use_every_template_about_equally_and_each_round_adds_one_s
 
 
 def test_shipped_draft_was_made_by_the_gpu_route_its_log_describes():
-    """The shipped draft came from demo_models/distill_gpu.py (HISTORY.md, "Trained on a GPU"):
+    """The shipped draft came from demo_models/distill_gpu.py (research/RESULTS.md, "Trained on a GPU"):
     its log names that command and the shipped shape, its data are fresh replies to the GPU
     route's prompts (every round but the last answered all of them), it ran at most the epochs
     it was allowed, and the saved checkpoint is the best held-out one of its curve."""

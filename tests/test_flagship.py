@@ -257,7 +257,7 @@ def test_lean_decoder_reproduces_smollm2(first_load):
 def test_compare_drafts_command_scores_int8_and_fp32_draft_on_the_same_replies(first_load, monkeypatch, tmp_path):
     """`python -m demo_models.compare_drafts --b-int8`, shortened: both sides scored on the same
     target replies, written to --out, the int8 draft's alpha within 0.05 of the fp32 draft's
-    (their distributions overlap by about 0.98 on held-out replies: README)."""
+    (their distributions overlap by about 0.98 on held-out replies: its model card)."""
     import json
     from demo_models import compare_drafts
     monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))

@@ -1,0 +1,35 @@
+"""The README stays a short page for users: at most 200 lines, the newcomer's two commands in
+its first code block (start the app; run the tests as CI does), and no relative link that points
+at a file that is not there (the lab notebook and model cards move; a dead link is a quiet lie)."""
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def _text() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def test_readme_is_at_most_200_lines():
+    assert len(_text().splitlines()) <= 200
+
+
+def test_first_code_block_holds_the_two_newcomer_commands():
+    block = re.search(r"^```[^\n]*\n(.*?)^```", _text(), flags=re.S | re.M)
+    assert block, "the README has no fenced code block"
+    commands = [line.strip() for line in block.group(1).splitlines()
+                if line.strip() and not line.strip().startswith("#")]
+    assert "bash .ci/run" in commands
+    assert any(c.endswith("app.py") and "pip install -r requirements.txt" in c for c in commands), commands
+
+
+def test_every_relative_link_resolves():
+    links = [target for target in LINK.findall(_text())
+             if not re.match(r"[a-z][a-z0-9+.-]*:", target) and not target.startswith("#")]
+    assert "docs/live-tab.png" in links and "research/RESULTS.md" in links
+    missing = [t for t in links if not (ROOT / unquote(t.split("#")[0])).exists()]
+    assert not missing, f"relative links to missing paths: {missing}"
