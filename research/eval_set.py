@@ -61,7 +61,8 @@ def alpha_by_category(per_prompt_rows: list[dict], n_boot: int = 2000, seed: int
     reply are not independent (a draft that loses the thread loses it for the rest of the
     reply), as in demo_models.evaluate.bootstrap_ci. Each category resamples its own prompts with
     replacement; the overall interval resamples within every category at once (a stratified
-    bootstrap), so each resample keeps the set's mix of categories, which is fixed by design.
+    bootstrap), so each resample keeps the set's mix of categories, which is fixed by design (a
+    category of one prompt, as with --limit 1, adds no width to it).
 
     Returns {category: {"alpha", "ci95": [low, high], "prompts", "tokens"}, ..., "overall": {...}},
     categories in first-seen order; alpha is None for a category with no positions. Values are
@@ -127,7 +128,8 @@ def measure(pair, prompts: list[dict], temperature: float = 0.7, max_new_tokens:
     the draft against the target (demo_models.evaluate_smollm2.reply_alphas; a feature draft is
     handled there). int8: the draft with int8 weights.
     Returns one row per prompt: {"id", "category", "positions", "alpha", "greedy_agreement",
-    "alphas": [per-position values]}; alpha_by_category takes these rows."""
+    "reply" (the sampled reply's text), "alphas": [per-position values]}; alpha_by_category
+    takes these rows."""
     from demo_models.evaluate import own_samples
     from demo_models.evaluate_smollm2 import reply_alphas
     ids = [chat_ids(pair.tokenizer, p["messages"]) for p in prompts]
@@ -136,8 +138,9 @@ def measure(pair, prompts: list[dict], temperature: float = 0.7, max_new_tokens:
     return [{"id": p["id"], "category": p["category"], "positions": len(a),
              "alpha": round(a.mean().item(), 4) if len(a) else None,
              "greedy_agreement": round(g.float().mean().item(), 4) if len(g) else None,
+             "reply": pair.tokenizer.decode(x[0, len(i):].tolist()),
              "alphas": [round(v, 5) for v in a.tolist()]}
-            for p, a, g in zip(prompts, alphas, agree)]
+            for p, i, x, a, g in zip(prompts, ids, samples, alphas, agree)]
 
 
 def main(argv=None) -> dict:

@@ -167,3 +167,30 @@ def test_empty_category_and_reserved_name():
     assert table["overall"]["alpha"] == 0.4
     with pytest.raises(ValueError):
         alpha_by_category([{"category": "overall", "alphas": [0.5]}])
+
+
+# measure on the tiny pairs (conftest), through a stand-in chat template
+
+TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+
+
+def test_measure_rows_on_tiny_pairs(tiny_pair, self_pair, monkeypatch):
+    """A draft that is the target scores alpha 1 on every reply position; a different draft
+    scores below 1 on the same target's replies; the rows feed alpha_by_category."""
+    from research.eval_set import chat_ids, measure
+    prompts = [p for p in load() if p["id"] in ("code-01", "chat-02", "lang-06")]
+    for pair in (tiny_pair, self_pair):
+        monkeypatch.setattr(pair.tokenizer, "chat_template", TEMPLATE, raising=False)
+    ids = chat_ids(tiny_pair.tokenizer, prompts[2]["messages"])                # chat-02: three turns
+    assert tiny_pair.tokenizer.decode(ids) == ("<user>What's the capital of Australia?<assistant>The capital of "
+                                               "Australia is Canberra.<user>really? i thought it was sydney. "
+                                               "why isn't it sydney<assistant>")
+    rows = measure(tiny_pair, prompts, max_new_tokens=8)
+    assert [r["id"] for r in rows] == ["code-01", "lang-06", "chat-02"]
+    assert all(0 < r["positions"] <= 8 and len(r["alphas"]) == r["positions"] for r in rows)
+    assert all(0 <= r["alpha"] < 1 and r["reply"] for r in rows)
+    same = measure(self_pair, prompts, max_new_tokens=8)
+    assert all(v == pytest.approx(1.0, abs=1e-4) for r in same for v in r["alphas"])
+    assert measure(tiny_pair, prompts, max_new_tokens=8) == rows            # seeded
+    table = alpha_by_category(rows)
+    assert set(table) == {"coding", "languages", "multiturn", "overall"} and table["overall"]["prompts"] == 3
