@@ -17,6 +17,10 @@ from demo_models.presets import default_preset  # noqa: E402
 
 TITLE = "Speculative Decoding Lab"
 QUEUE_MAX = 32          # waiting requests beyond this are turned away ("queue is full")
+# Gradio keeps every session's state (each component's config, changed values, gr.State) until
+# it is evicted, and an API client's session never closes: launch() keeps at most this many,
+# the least recently used dropped first
+MAX_SESSIONS = int(os.environ.get("SPECLAB_MAX_SESSIONS", "100"))
 GPU_SECONDS = 120       # ZeroGPU time budget of one decode
 
 
@@ -83,9 +87,11 @@ def build_demo(loader=None) -> gr.Blocks:
 
 
 def launch(demo: gr.Blocks | None = None, **kwargs) -> None:
-    """Serve the app; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT apply as usual, and
-    SPECLAB_THREADS sets torch's CPU threads (1 is steadier on a shared machine)."""
+    """Serve the app; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT apply as usual, SPECLAB_THREADS
+    sets torch's CPU threads (1 is steadier on a shared machine), and at most MAX_SESSIONS
+    sessions are kept (SPECLAB_MAX_SESSIONS)."""
     if os.environ.get("SPECLAB_THREADS", "").isdigit():
         import torch
         torch.set_num_threads(max(1, int(os.environ["SPECLAB_THREADS"])))
+    kwargs.setdefault("state_session_capacity", MAX_SESSIONS)
     (demo or build_demo()).launch(**kwargs)

@@ -49,6 +49,9 @@ COST_X = 30          # ...and each kind of update takes at most 1/30 of the time
 CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound",
               "weights")
 KEEP_EXPORTS = 64  # export folders kept on disk (oldest removed first)
+# how long a run's downloads (the app's files and Gradio's copies) and its inspector data are kept
+KEEP_S = max(1.0, float(os.environ.get("SPECLAB_KEEP_S", "3600")))
+SWEEP_S = min(60.0, KEEP_S / 2)  # downloads older than KEEP_S are looked for this often
 CONFIDENCE_THRESHOLD = 0.5
 # name -> what the Live tab says about it; built by depth_policy() below
 DEPTH_POLICIES = {
@@ -313,6 +316,8 @@ def end_phase(trace: Trace) -> str:
 # --------------------------------------------------------------------------- exports
 
 _export_root: Path | None = None
+_served: list[set[str]] = []  # Gradio's copies of the exports: the download buttons' temp_files
+_sweeper: threading.Thread | None = None
 
 
 def export_root() -> Path:
@@ -325,8 +330,51 @@ def export_root() -> Path:
     return _export_root
 
 
+def expire_downloads(buttons) -> None:
+    """Delete the exports and Gradio's copies of them (those these gr.DownloadButtons served)
+    once older than KEEP_S: one thread per process looks every SWEEP_S seconds; the copies left
+    at exit go then. Not Gradio's delete_cache: its sweep iterates the same sets in a worker
+    thread, and the first file cached meanwhile ends it for good ("Set changed size during
+    iteration"). The buttons must never get an update (gr.skip() included): Gradio answers
+    one with a new component per session, whose copies these sets never see."""
+    global _sweeper
+    _served.extend(button.temp_files for button in buttons)
+    if _sweeper is None:
+        _sweeper = threading.Thread(target=_sweep_forever, daemon=True, name="speclab-downloads")
+        _sweeper.start()
+        atexit.register(sweep, 0.0)
+
+
+def _sweep_forever() -> None:
+    while True:
+        time.sleep(SWEEP_S)
+        try:
+            sweep()
+        except Exception:  # noqa: BLE001 - one failed sweep must not end the next ones
+            traceback.print_exc()
+
+
+def sweep(keep_s: float | None = None) -> None:
+    """Delete export folders, and Gradio's copies of exports, older than keep_s (KEEP_S)."""
+    keep_s = KEEP_S if keep_s is None else keep_s
+    if _export_root is not None and _export_root.is_dir():  # at exit, it may be gone already
+        _prune(_export_root, keep_s)
+    expired = time.time() - keep_s
+    for paths in list(_served):
+        for path in tuple(paths):  # a copy: Gradio adds paths from its event loop meanwhile
+            try:
+                if os.stat(path).st_mtime >= expired:
+                    continue
+                os.remove(path)
+                os.rmdir(os.path.dirname(path))  # Gradio's folder for this copy, if now empty
+            except OSError:  # gone already, or its folder holds other files
+                pass
+            paths.discard(path)
+
+
 def write_exports(trace: Trace, root: Path | None = None) -> tuple[str, str]:
-    """trace.json and forwards.csv in a new folder under the export root; old ones pruned."""
+    """trace.json and forwards.csv in a new folder under the export root; old ones pruned.
+    Gradio serves its own copies of these (deleted KEEP_S after they were made: sweep())."""
     root = root or export_root()
     folder = root / uuid.uuid4().hex[:12]
     folder.mkdir(parents=True)
@@ -340,10 +388,19 @@ def write_exports(trace: Trace, root: Path | None = None) -> tuple[str, str]:
     return str(json_path), str(csv_path)
 
 
-def _prune(root: Path) -> None:
-    folders = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
-    for old in folders[:-KEEP_EXPORTS]:
-        shutil.rmtree(old, ignore_errors=True)
+def _prune(root: Path, keep_s: float | None = None) -> None:
+    """Remove export folders older than keep_s (KEEP_S), and all but the newest KEEP_EXPORTS."""
+    folders = []
+    for folder in root.iterdir():
+        try:
+            folders.append((folder.stat().st_mtime, folder))
+        except FileNotFoundError:  # pruned by a run on another device meanwhile
+            continue
+    folders.sort()
+    expired = time.time() - (KEEP_S if keep_s is None else keep_s)
+    for i, (made, folder) in enumerate(folders):
+        if i < len(folders) - KEEP_EXPORTS or made < expired:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- stop
@@ -411,9 +468,11 @@ class _Run:
         if charts is None:
             charts = finished or time.perf_counter() >= self.next_charts
         self.charted = charts
+        # the downloads are emptied, never skipped: Gradio answers a skip (an update) with a new
+        # component for the session, whose cached files expire_downloads() would never see
         view = View(stream=stream_html(trace, finished), status=status_line(trace, self.req, phase),
                     timeline=skip, roofline=skip, stats=skip, text=plain_text(trace),
-                    summary=skip, step=skip, json_file=skip, csv_file=skip, record=skip)
+                    summary=skip, step=skip, json_file=None, csv_file=None, record=skip)
         return self._with_charts(view, trace) if charts else view
 
     def _with_charts(self, view: View, trace: Trace) -> View:

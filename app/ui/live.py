@@ -134,10 +134,12 @@ def _inspector() -> dict:
 
 
 def _exports() -> dict:
-    gr.Markdown("### Export this run")
+    gr.Markdown("### Export this run\nThe files and the inspector's data are kept for "
+                f"{handlers.KEEP_S / 60:g} minutes after the run, then deleted.")
     with gr.Row():
         json_file = gr.DownloadButton("Trace (JSON)", value=None, interactive=True)
         csv_file = gr.DownloadButton("Forward passes (CSV)", value=None, interactive=True)
+    handlers.expire_downloads([json_file, csv_file])
     with gr.Accordion("Summary as JSON (what the API returns)", open=False):
         summary = gr.JSON(label="Summary")
     return {"json_file": json_file, "csv_file": csv_file, "summary": summary}
@@ -157,7 +159,7 @@ def build(loader, wrap=lambda fn: fn) -> None:
     o |= _charts()
     o |= _inspector()
     o |= _exports()
-    o["record"] = gr.State(None)
+    o["record"] = gr.State(None, time_to_live=handlers.KEEP_S)  # the inspector's data, then freed
     _wire(c, o, run_btn, stop_btn, loader, wrap)
 
 
