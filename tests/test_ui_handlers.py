@@ -159,7 +159,7 @@ def test_decode_streams_then_ends_with_marker_and_exports(tiny_pair, fake_ceilin
     assert len(views) >= 3
     # the end marker arrives with the finished text, then once more with the final charts
     assert [i for i, v in enumerate(views) if END in v.stream] == [len(views) - 2, len(views) - 1]
-    # the downloads are emptied until the last view (a skip would escape Gradio's delete_cache)
+    # the downloads are emptied until the last view (after a skip, their copies escape the sweep)
     assert views[-2].timeline == gr.skip() and views[-2].json_file is None
     assert "drawing the charts" in views[-2].status and views[-2].text == views[-1].text
     last = views[-1]
