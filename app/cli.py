@@ -91,12 +91,12 @@ def load_cli_pair(args):
     """--target/--draft when given, else the --pair preset (default: app's default pair)."""
     from app import validation
     from app.models import load_pair
-    from demo_models.presets import default_preset
+    from app.presets import default_preset
     ngram = args.drafter == "ngram"
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if (args.target or "").startswith("gguf:"):
         from app.gguf import load_gguf_pair
-        from demo_models import SMOLLM2_DRAFT_DIR
+        from app.assets import SMOLLM2_DRAFT_DIR
         draft = None if ngram else (args.draft or SMOLLM2_DRAFT_DIR)
         return load_gguf_pair(args.device, args.dtype, progress=say, draft=draft)
     if args.target or args.draft:
@@ -109,7 +109,7 @@ def load_cli_pair(args):
 def flagship_note(args) -> str | None:
     """The install hint when the default pair fell back to the embedded one because the flagship
     is not installed; printed once, after a successful run (never ahead of an error)."""
-    from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
+    from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
     if args.pair or args.target or args.draft or default_preset() != FALLBACK or PRESETS[FLAGSHIP].installed:
         return None
     return f"note: {FLAGSHIP_HINT}"

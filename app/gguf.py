@@ -165,7 +165,7 @@ def load_draft(draft: str | os.PathLike, tokenizer, device: str, torch_dtype):
     from app.models import ModelLoadError, load_model, same_tokenizer
     if not (Path(draft) / "config.json").is_file():
         raise ModelLoadError(f"no draft model in {draft}: train it with "
-                             "`python -m demo_models.distill_smollm2 data` and `... train`")
+                             "`python -m research.distill_smollm2 data` and `... train`")
     if not same_tokenizer(tokenizer, AutoTokenizer.from_pretrained(str(draft))):
         raise ModelLoadError(f"the tokenizer in {draft} is not SmolLM2's: speculative decoding "
                              "needs one shared vocabulary")

@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
+from app.assets import TINY_DRAFT_DIR, TINY_TARGET_DIR
 from app.draft_vocab import DraftVocab, target_vocab_size
-from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
 EMBEDDED_HINT = ("the embedded pair works offline: leave --target/--draft unset "

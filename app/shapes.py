@@ -13,7 +13,7 @@ import json
 import torch
 
 from app.hardware import parse_dtype
-from demo_models import SHAPES_DIR  # demo_models/shapes/
+from app.assets import SHAPES_DIR  # demo_models/shapes/
 LABEL = "shape-only: random weights, meaningless text"
 
 

@@ -83,9 +83,9 @@ def batch(n) -> int:
 
 
 def preset(name) -> str:
-    """A model-pair preset name (demo_models.presets). The web app loads presets only: no
+    """A model-pair preset name (app.presets). The web app loads presets only: no
     file-system paths and no free-form hub ids (the CLI takes those: app.models.locate)."""
-    from demo_models.presets import PRESETS
+    from app.presets import PRESETS
     if isinstance(name, str) and name in PRESETS:
         return name
     shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."

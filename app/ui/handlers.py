@@ -41,7 +41,7 @@ from app.trace import Trace
 from app import annotate, cpu_regime, roofline
 from app.ui import turns
 from app.validation import InputError
-from demo_models.presets import PRESETS
+from app.presets import PRESETS
 
 FRAME_S = 0.25       # at most four updates a second: enough for the eye...
 CHART_EVERY_S = 2.0  # charts (and live stats) redrawn at most this often while decoding...

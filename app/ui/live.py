@@ -11,7 +11,7 @@ import visualizations as viz
 from app import validation
 from app.ui import handlers, turns
 from app.ui.handlers import View
-from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
+from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
 
 EXAMPLES = [  # questions for the instruction-tuned flagship, openings for the embedded pair
     "What is the capital of France, and what is it famous for?",
