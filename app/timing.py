@@ -10,7 +10,7 @@ import time
 import torch
 
 from app.hardware import synchronize
-from app.models import cache_len, fill_cache, forward
+from app.kvcache import cache_len, fill_cache, forward
 from app.trace import ForwardTiming
 
 
