@@ -35,12 +35,14 @@ import gradio as gr
 import visualizations as viz
 from app import validation
 from app.engine import run, summarize
-from app.models import ModelLoadError, resolve_device
+from app.models import resolve_device
+from app.policies import make_policy, measure_costs
 from app.timing import same_threads
 from app.trace import Trace
 from app import annotate, cpu_regime, roofline
 from app.ui import turns
-from app.validation import InputError
+from app.ui.turns import device_choices  # the Live tab's device dropdown
+from app.settings import InputError, ModelLoadError
 from demo_models.presets import PRESETS
 
 FRAME_S = 0.25       # at most four updates a second: enough for the eye...
@@ -98,17 +100,6 @@ class DecodeRequest:
 
 
 # --------------------------------------------------------------------------- choices
-
-def device_choices() -> list[str]:
-    """"auto", "cpu", and "cuda" / "mps" where this machine has them."""
-    import torch
-    choices = ["auto", "cpu"]
-    if torch.cuda.is_available():
-        choices.append("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        choices.append("mps")
-    return choices
-
 
 def pair_choices() -> list[tuple[str, str]]:
     """(label, preset name) for the model-pair dropdown, in PRESETS order (embedded first)."""
@@ -563,9 +554,8 @@ def depth_policy(name: str, pair, gamma: int, kv_len: int, fast: bool = False, i
     """The policy object for the Live tab; the slider's γ is the start (fixed, heuristic) or the
     cap (confidence, roofline). The roofline policy times the pair's passes first (~1 s), on the
     path the run takes (fast: app.fastpath; int8: the draft's int8 weights)."""
-    from app.lessons import policies
-    costs = policies.measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
-    return policies.make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
+    costs = measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
+    return make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
 
 
 def _phase(trace: Trace, req: DecodeRequest) -> str:
