@@ -42,7 +42,7 @@ from app.trace import Trace
 from app import annotate, cpu_regime, roofline
 from app.ui import turns
 from app.ui.turns import device_choices  # the Live tab's device dropdown
-from app.settings import InputError, ModelLoadError
+from app.settings import DecodeSettings, InputError, ModelLoadError
 from demo_models.presets import PRESETS
 
 FRAME_S = 0.25       # at most four updates a second: enough for the eye...
@@ -92,9 +92,8 @@ class DecodeRequest:
     prompt: str
     preset: str
     device: str
-    settings: object  # app.engine.DecodeSettings
+    settings: DecodeSettings  # the fast path too: settings.fast, its one home
     baseline: bool
-    fast_path: bool
     policy: str = "fixed"
     prompt_mode: str = "auto"  # PROMPT_MODES
 
@@ -152,8 +151,7 @@ def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top
                                    fast=bool(fast_path), draft_int8=bool(draft_int8))
     if not (isinstance(prompt_mode, str) and prompt_mode in PROMPT_MODES):
         raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {prompt_mode!r}")
-    return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path), depth_policy,
-                         prompt_mode)
+    return DecodeRequest(prompt, preset, device, settings, bool(baseline), depth_policy, prompt_mode)
 
 
 def _flag(name: str, value) -> bool:
@@ -291,7 +289,7 @@ def status_line(trace: Trace, req: DecodeRequest, phase: str) -> str:
     where = f"{trace.device.get('device', '?')}, {trace.device.get('dtype', '?')}"
     done = f"{len(trace.output_ids)} tokens in {len(trace.steps)} steps"
     from app.fastpath import label
-    note = f" · fast path: {label(trace.device['device'])}" if req.fast_path and trace.device.get("device") else ""
+    note = f" · fast path: {label(trace.device['device'])}" if req.settings.fast and trace.device.get("device") else ""
     note += " · draft: int8 weights" if req.settings.draft_int8 else ""
     return f"**{phase}** · {where} · {done}{note}"
 
