@@ -145,7 +145,7 @@ def _exports() -> dict:
 
 def build(loader, wrap=lambda fn: fn) -> None:
     """Lay out the Live tab and wire its events (decode is the API endpoint "decode")."""
-    devices = handlers.device_choices()
+    devices = turns.device_choices()
     with gr.Row():
         with gr.Column(scale=1, min_width=340):
             c = _controls(devices)
