@@ -196,8 +196,7 @@ def main(argv=None) -> int:
     import torch
 
     from app.engine import NonFiniteLogits
-    from app.models import ModelLoadError
-    from app.validation import InputError
+    from app.settings import InputError, ModelLoadError
     if getattr(args, "threads", None):
         torch.set_num_threads(max(1, args.threads))
     try:

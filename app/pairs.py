@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from app.models import ModelLoadError, ModelPair, load_pair, load_shape_pair
+from app.models import ModelPair, load_pair, load_shape_pair
+from app.settings import ModelLoadError
 from app.presets import PRESETS
 
 MAX_PAIRS = 2

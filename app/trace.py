@@ -29,7 +29,7 @@ class ForwardTiming:
     bound: "memory", "compute" or "overhead", classified from `seconds` (app.hardware).
     weights: "int8" when the pass ran int8 weights (app.lean.Int8Weight), else "" (the run's dtype).
     logits: False when the pass only filled the KV cache, without the output layer (a prefill
-    whose logits nobody reads: app.models.fill_cache); the cost model prices it so.
+    whose logits nobody reads: app.kvcache.fill_cache); the cost model prices it so.
     """
     model: str
     phase: str
