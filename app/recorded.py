@@ -57,6 +57,12 @@ def _show(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _show_path(path: Path) -> str:
+    """A path for an error line: control characters escaped, its end kept when long."""
+    text = repr(str(path))[1:-1]
+    return text if len(text) <= 80 else "..." + text[-77:]
+
+
 def _fail(where: str, what: str, value=None, show: bool = True) -> None:
     raise InputError(f"{where} {what}" + (f", got {_show(value)}" if show else ""))
 
@@ -313,7 +319,7 @@ def load_trace(source: str | os.PathLike | bytes, max_bytes: int = MAX_TRACE_BYT
     if isinstance(source, bytes) or (isinstance(source, str) and source.lstrip().startswith("{")):
         return parse_trace(source, name or "the file", max_bytes)
     path = Path(source)
-    shown = name or _show(str(path)).strip("'\"")
+    shown = name or _show_path(path)
     if path.is_dir():
         raise InputError(f"{shown} is a directory: give the path of a trace.json")
     if not path.is_file():
@@ -380,6 +386,16 @@ def gallery(root: Path = GALLERY_DIR) -> list[dict]:
         return []
     data = json.loads(path.read_text())
     return list(data.get("runs", []))
+
+
+def find_recorded(prompt: str, pair: str, device: str | None = None, root: Path = GALLERY_DIR) -> dict | None:
+    """The gallery's run of this prompt on this pair (and device kind, "cpu" / "cuda", when
+    given), for the Live tab to offer when the device is busy; None when there is none."""
+    for entry in gallery(root):
+        if entry.get("prompt") == prompt and entry.get("pair") == pair \
+                and (device is None or entry.get("device") == device):
+            return entry
+    return None
 
 
 def gallery_trace(entry: dict, root: Path = GALLERY_DIR) -> Trace:

@@ -108,7 +108,11 @@ def write_readme(out: Path, entries: list[dict]) -> None:
     commits = sorted({e["commit"] or "unknown" for e in entries})
     dates = sorted(e["date"] or "" for e in entries)
     names = sorted({e["device_name"] or "?" for e in entries})
-    first = load_trace(out / entries[0]["file"]).recorded if entries else {}
+    traces = [load_trace(out / e["file"]) for e in entries]
+    first = traces[0].recorded if traces else {}
+    loads = [t.recorded.get("load_average_1min") for t in traces if t.recorded.get("load_average_1min") is not None]
+    roofs = sorted({(t.device["measured"]["bytes_per_s"], t.device["measured"]["flops_per_s"])
+                    for t in traces if isinstance(t.device.get("measured"), dict)})
     rows = [f"| `{e['file']}` | {e['pair']} | {json.dumps(e['prompt'])[1:-1]} | {e['settings']['gamma']} | "
             f"{_f(e['tokens_per_s'], '.1f')} | {_f(e['mean_acceptance_length'], '.2f')} | "
             f"{_f(e['speedup'], '.2f')}× |" for e in entries]
@@ -128,7 +132,8 @@ numbers; `tests/test_recorded.py` checks that every file loads and matches its e
 ## What was run
 
 - Machine: CPU `{cpu_model()}` (lscpu model name; the traces' device name: {', '.join(names)}),
-  {os.cpu_count()} cores visible, one torch thread per run (`--threads 1`), float32.
+  {os.cpu_count()} cores visible, one torch thread per run (`--threads 1`), float32. Measured ceilings
+  (app.hardware, in each file's `device.measured`): {'; '.join(f'{bw / 1e9:.1f} GB/s copy, {fl / 1e9:.1f} GFLOP/s matmul' for bw, fl in roofs) or 'none'}.
 - Commit: {', '.join(f'`{c}`' for c in commits)}; recorded {dates[0] if dates else '?'} to {dates[-1] if dates else '?'} (UTC).
 - Command: `python benchmarks/record_gallery.py`, which runs, for each prompt,
   `python -m app generate --prompt PROMPT --pair PAIR {' '.join(COMMON)} [flags] --json FILE`
@@ -137,8 +142,9 @@ numbers; `tests/test_recorded.py` checks that every file loads and matches its e
   `--fast --draft-int8`, its best fixed depth on a CPU. Greedy decoding, {NEW_TOKENS} new tokens, and
   the target-only baseline run for the speedup. The prompts are the Live tab's examples: prose
   openings for the embedded pair, chat questions for the flagship.
-- Times are wall clock on a machine that other jobs shared (each file's
-  `recorded.load_average_1min`): tokens/s and speedups here are what this machine gave then,
+- Times are wall clock on a machine that other jobs shared: the 1-minute load average was
+  {f'{min(loads):.1f} to {max(loads):.1f}' if loads else 'not recorded'} on {os.cpu_count()} cores while they ran (each file's
+  `recorded.load_average_1min`), so tokens/s and speedups here are what this machine gave then,
   not the pairs' best. Acceptance counts do not depend on the load (greedy decoding).
 
 ## The runs
