@@ -25,9 +25,8 @@ def colour(pieces, tty: bool) -> str:
 
 
 def summary_lines(trace) -> list[str]:
-    s = trace.summary
     from app.metrics import mean_acceptance_length
-    length = mean_acceptance_length(trace.steps)
+    s, length = trace.summary, mean_acceptance_length(trace.steps)
     lines = [f"acceptance rate        {s.acceptance_rate:.3f}  ({s.accepted}/{s.drafted} drafted tokens)",
              f"mean acceptance length {length:.2f} tokens per drafting step" if length is not None else
              "mean acceptance length n/a (no step drafted)",

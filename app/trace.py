@@ -153,7 +153,7 @@ class Trace:
     device: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
     stopped: str = ""  # "eos", "max_new_tokens", "cancelled", "error: ..."
-    # how the run was recorded (app.recorded.provenance): date, commit, command, pair, host
+    # how the run was recorded (app.recorded.provenance): date, commit, command, pair, load
     recorded: dict = field(default_factory=dict)
 
     def forwards(self) -> list[ForwardTiming]:
