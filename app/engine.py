@@ -18,7 +18,6 @@ import torch
 
 from app.drafters import ModelDrafter, NgramDrafter, NoDrafter, Proposal
 from app.feature_draft import FeatureDrafter, is_feature_draft
-from app.metrics import counts
 from app.models import ModelPair, crop_cache, new_cache
 from app.policies import FixedDepth
 from app.speculative import logits_to_probs, sample, verify
@@ -258,6 +257,7 @@ def autoregressive_generate(pair: ModelPair, prompt_ids: list[int], settings: De
 
 def summarize(steps: list[StepEvent], seconds: float) -> Summary:
     """The totals of a run (counted by app.metrics.counts, as every other report counts them)."""
+    from app.metrics import counts
     c = counts(steps)
     return Summary(new_tokens=c.new_tokens, seconds=seconds,
                    tokens_per_s=c.new_tokens / seconds if seconds > 0 else 0.0,
