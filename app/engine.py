@@ -239,17 +239,15 @@ def autoregressive_generate(pair: ModelPair, prompt_ids: list[int], settings: De
 
 
 def summarize(steps: list[StepEvent], seconds: float) -> Summary:
-    new_tokens = sum(len(s.emitted_ids) for s in steps)
-    drafted = sum(len(s.draft_ids) for s in steps)
-    accepted = sum(s.n_accepted for s in steps)
-    forwards = [f for s in steps for f in s.forwards if f.phase != "prefill"]
-    target_passes = sum(f.model == "target" for f in forwards)
-    return Summary(new_tokens=new_tokens, seconds=seconds,
-                   tokens_per_s=new_tokens / seconds if seconds > 0 else 0.0,
-                   target_passes=target_passes, draft_passes=sum(f.model == "draft" for f in forwards),
-                   drafted=drafted, accepted=accepted,
-                   acceptance_rate=accepted / drafted if drafted else 0.0,
-                   tokens_per_pass=new_tokens / target_passes if target_passes else 0.0,
+    """The totals of a run (counted by app.metrics.counts, as every other report counts them)."""
+    from app.metrics import counts
+    c = counts(steps)
+    return Summary(new_tokens=c.new_tokens, seconds=seconds,
+                   tokens_per_s=c.new_tokens / seconds if seconds > 0 else 0.0,
+                   target_passes=c.target_passes, draft_passes=c.draft_passes,
+                   drafted=c.drafted, accepted=c.accepted,
+                   acceptance_rate=c.accepted / c.drafted if c.drafted else 0.0,
+                   tokens_per_pass=c.new_tokens / c.target_passes if c.target_passes else 0.0,
                    flops=sum(f.flops for s in steps for f in s.forwards))
 
 
