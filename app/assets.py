@@ -14,3 +14,4 @@ TINY_TARGET_DIR = TINY_DIR / "target"
 TINY_DRAFT_DIR = TINY_DIR / "draft"
 SHAPES_DIR = DEMO_MODELS_DIR / "shapes"
 SMOLLM2_DRAFT_DIR = DEMO_MODELS_DIR / "smollm2_draft"  # the draft distilled for the flagship target
+RECORDED_DIR = DEMO_MODELS_DIR / "recorded"  # the gallery of recorded runs (app.recorded)

@@ -172,7 +172,7 @@ def recorded_by(args) -> dict:
     import torch
 
     from app.recorded import provenance
-    from demo_models.presets import default_preset
+    from app.presets import default_preset
     pair = None if (args.target or args.draft) else (args.pair or default_preset())
     return provenance(getattr(args, "argv", None), pair, threads=torch.get_num_threads(),
                       torch=torch.__version__)

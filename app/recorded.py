@@ -23,12 +23,12 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from app.assets import RECORDED_DIR, REPO_ROOT
 from app.metrics import summary
 from app.trace import FATES, SCHEMA_VERSION, Trace
 from app.validation import InputError
 
-ROOT = Path(__file__).resolve().parent.parent
-GALLERY_DIR = ROOT / "demo_models" / "recorded"
+GALLERY_DIR = RECORDED_DIR
 MANIFEST = "manifest.json"
 
 MAX_TRACE_BYTES = 20_000_000   # a 1024-token run with its baseline is ~2 MB of JSON
@@ -338,7 +338,7 @@ def load_trace(source: str | os.PathLike | bytes, max_bytes: int = MAX_TRACE_BYT
 
 # --------------------------------------------------------------------------- provenance
 
-def git_commit(root: Path = ROOT) -> tuple[str, bool | None]:
+def git_commit(root: Path = REPO_ROOT) -> tuple[str, bool | None]:
     """(HEAD's hash, whether tracked files differ from it) of the checkout this code runs
     from; ("", None) outside a git checkout."""
     def git(*args: str) -> str:
