@@ -83,7 +83,7 @@ def main(args) -> int:
     if DraftVocab.of(pair.draft) is not None:
         print(f"{pair.draft_id} drafts over part of the vocabulary (app/draft_vocab.py), which "
               "transformers' assisted generation cannot use; measure it with "
-              "python -m demo_models.evaluate --pair smollm2", file=sys.stderr)
+              "python -m research.evaluate --pair smollm2", file=sys.stderr)
         return 2
     print(f"device {pair.device}, dtype {str(pair.dtype).replace('torch.', '')}, threads {torch.get_num_threads()}, "
           f"target {pair.target_id}, draft {pair.draft_id}")

@@ -2,6 +2,7 @@
 
     python -m app generate "It is a truth" --gamma 4 --baseline
     python -m app bench
+    python -m app trace trace.json --json summary.json   # a recorded run's numbers
     python -m app roofline | knee --model NAME        (app.roofline_cli)
 
 Errors are one line on stderr and exit status 2; no tracebacks for bad input. Every argument
@@ -24,8 +25,11 @@ def colour(pieces, tty: bool) -> str:
 
 
 def summary_lines(trace) -> list[str]:
-    s = trace.summary
+    from app.metrics import mean_acceptance_length
+    s, length = trace.summary, mean_acceptance_length(trace.steps)
     lines = [f"acceptance rate        {s.acceptance_rate:.3f}  ({s.accepted}/{s.drafted} drafted tokens)",
+             f"mean acceptance length {length:.2f} tokens per drafting step" if length is not None else
+             "mean acceptance length n/a (no step drafted)",
              f"tokens per target pass {s.tokens_per_pass:.2f}",
              f"forward passes         target {s.target_passes}, draft {s.draft_passes} (prefill excluded)",
              f"speculative            {s.new_tokens} tokens in {s.seconds:.2f} s = {s.tokens_per_s:.1f} tokens/s"]
@@ -41,10 +45,14 @@ def summary_lines(trace) -> list[str]:
 def place_on_roofline(pair, trace) -> None:
     """Fill flops / bytes / bound of every forward (baseline included) from this device's
     measured ceilings (cached on disk after the first measurement), and the summary's FLOPs;
-    ceilings a pass beat are re-measured, once (app.annotate.Annotator.settle)."""
+    ceilings a pass beat are re-measured, once (app.annotate.Annotator.settle). The ceilings
+    the passes were classified by go into trace.device (its name, measured and datasheet roofs),
+    so a replay draws the roofline of the device the run was recorded on."""
     from app.annotate import Annotator, ceilings
     say = lambda fraction, message: print(f"  [{fraction:4.0%}] {message}", file=sys.stderr)  # noqa: E731
-    note = Annotator(pair, ceilings(pair.device, pair.dtype), progress=say).trace(trace, settle=True)
+    annotator = Annotator(pair, ceilings(pair.device, pair.dtype), progress=say)
+    note = annotator.trace(trace, settle=True)
+    trace.device |= annotator.ceilings.to_dict()
     if note:  # the ceilings were re-measured (a pass beat its floor), or a timing is impossible
         print(f"note: {note}", file=sys.stderr)
 
@@ -91,12 +99,12 @@ def load_cli_pair(args):
     """--target/--draft when given, else the --pair preset (default: app's default pair)."""
     from app import validation
     from app.models import load_pair
-    from demo_models.presets import default_preset
+    from app.presets import default_preset
     ngram = args.drafter == "ngram"
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if (args.target or "").startswith("gguf:"):
         from app.gguf import load_gguf_pair
-        from demo_models import SMOLLM2_DRAFT_DIR
+        from app.assets import SMOLLM2_DRAFT_DIR
         draft = None if ngram else (args.draft or SMOLLM2_DRAFT_DIR)
         return load_gguf_pair(args.device, args.dtype, progress=say, draft=draft)
     if args.target or args.draft:
@@ -109,7 +117,7 @@ def load_cli_pair(args):
 def flagship_note(args) -> str | None:
     """The install hint when the default pair fell back to the embedded one because the flagship
     is not installed; printed once, after a successful run (never ahead of an error)."""
-    from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
+    from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
     if args.pair or args.target or args.draft or default_preset() != FALLBACK or PRESETS[FLAGSHIP].installed:
         return None
     return f"note: {FLAGSHIP_HINT}"
@@ -147,6 +155,7 @@ def cmd_generate(args) -> int:
         shown = len(trace.steps)
         sys.stdout.flush()
     place_on_roofline(pair, trace)
+    trace.recorded = recorded_by(args)
     print("\n" + "\n".join(summary_lines(trace) + roofline_lines(trace)))
     if args.json:
         with open(args.json, "w") as f:
@@ -154,6 +163,38 @@ def cmd_generate(args) -> int:
     note = flagship_note(args)
     if note:
         print(note, file=sys.stderr)
+    return 0
+
+
+def recorded_by(args) -> dict:
+    """Trace.recorded for a CLI run: date, commit, the command line, the preset, torch's
+    threads and version (app.recorded.provenance)."""
+    import torch
+
+    from app.recorded import provenance
+    from app.presets import default_preset
+    pair = None if (args.target or args.draft) else (args.pair or default_preset())
+    return provenance(getattr(args, "argv", None), pair, threads=torch.get_num_threads(),
+                      torch=torch.__version__)
+
+
+def cmd_trace(args) -> int:
+    """Print a recorded run's summary (app.metrics), one metric a line; --json writes it.
+    Every check (the --json path, the file's size, JSON and schema) comes before any output."""
+    import json
+
+    from app import metrics, validation
+    from app.recorded import load_trace
+    if args.json:
+        validation.output_path(args.json)
+    s = metrics.summary(load_trace(args.file))
+    if args.json:
+        try:
+            with open(args.json, "w") as f:
+                f.write(json.dumps(s, indent=1, allow_nan=False) + "\n")
+        except OSError as exc:
+            raise validation.InputError(f"--json {args.json}: cannot write it ({exc.strerror or exc})") from None
+    print("\n".join(metrics.summary_lines(s)))
     return 0
 
 
@@ -176,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_decode_args(b)
     b.add_argument("--repeats", type=int, default=3)
     b.set_defaults(func=cmd_bench)
+    t = sub.add_parser("trace", help="a recorded run's numbers (an exported trace.json; no model loaded)")
+    t.add_argument("file", metavar="FILE", help="a trace.json (Live tab download, or generate --json)")
+    t.add_argument("--json", default=None, help="also write the summary here, as JSON")
+    t.set_defaults(func=cmd_trace)
     from app import lessons_cli, roofline_cli
     roofline_cli.add_parsers(sub)
     lessons_cli.add_parsers(sub)
@@ -186,6 +231,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded with the run (recorded_by)
     if args.command == "generate":
         if (args.text is None) == (args.prompt is None):
             parser.error("generate takes one prompt: PROMPT or --prompt PROMPT")
@@ -196,8 +242,7 @@ def main(argv=None) -> int:
     import torch
 
     from app.engine import NonFiniteLogits
-    from app.models import ModelLoadError
-    from app.validation import InputError
+    from app.settings import InputError, ModelLoadError
     if getattr(args, "threads", None):
         torch.set_num_threads(max(1, args.threads))
     try:

@@ -144,7 +144,7 @@ def forward_cost(config, batch: int, q: int, kv_len: int, dtype_bytes: int,
     dtype_bytes: bytes per weight / KV / activation element (2 for bf16/fp16, 4 for fp32).
     weight_bytes: bytes per weight element when the weights differ (1 for int8 weights; their
     per-row scales, one per `hidden` or more elements, are left out); default dtype_bytes.
-    logits=False: a pass that only fills the KV cache (app.models.fill_cache): no lm_head
+    logits=False: a pass that only fills the KV cache (app.kvcache.fill_cache): no lm_head
     product, matrix read or logits written.
     """
     weight_bytes = dtype_bytes if weight_bytes is None else weight_bytes

@@ -13,7 +13,7 @@ target's correction (residual max(0, p_target - q_draft)) can still produce them
 A draft declares it in its config.json, so the usual `from_pretrained` loads it anywhere:
     draft_vocab_ids:   [K] target token ids; row i of the draft's embedding is token ids[i]
     target_vocab_size: V, the target's vocabulary; the draft's vocab_size is K + 1
-`app.models.forward` applies it: target ids -> draft rows on the way in, draft logits
+`app.kvcache.forward` applies it: target ids -> draft rows on the way in, draft logits
 [.., K + 1] -> target logits [.., V] on the way out (-inf outside the K).
 """
 from __future__ import annotations
@@ -58,5 +58,5 @@ class DraftVocab:
 
 
 def target_vocab_size(model: torch.nn.Module) -> int:
-    """The vocabulary the model's logits cover after app.models.forward."""
+    """The vocabulary the model's logits cover after app.kvcache.forward."""
     return int(getattr(model.config, "target_vocab_size", None) or model.config.vocab_size)

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from app.models import cache_len, crop_cache, new_cache
+from app.kvcache import cache_len, crop_cache, new_cache
 from app.timing import timed_forward
 from app.trace import ForwardTiming
 

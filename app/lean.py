@@ -98,7 +98,7 @@ class LeanCache:
         return self.keys.shape[1]
 
     def get_seq_length(self) -> int:
-        """The valid length (same name as transformers' caches, so app.models.cache_len works)."""
+        """The valid length (same name as transformers' caches, so app.kvcache.cache_len works)."""
         return self.length
 
     def crop(self, keep: int) -> None:
@@ -371,7 +371,7 @@ class LeanModel:
         writes their keys/values into `cache` and advances cache.length by q.
         extra [batch, q, hidden] is added to the token embeddings (a feature draft's input,
         app/feature_draft.py); hidden=True returns (logits, final-normed hidden [batch, q, hidden]);
-        logits=False fills the cache only and returns None (app.models.fill_cache)."""
+        logits=False fills the cache only and returns None (app.kvcache.fill_cache)."""
         start, q = cache.length, input_ids.shape[1]
         if start + q > cache.max_len or input_ids.shape[0] != cache.batch:
             raise ValueError(f"input {tuple(input_ids.shape)} at position {start} does not fit a cache "

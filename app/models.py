@@ -1,12 +1,12 @@
-"""Loading a draft/target pair, and the only code that touches the transformers cache API.
+"""Loading a draft/target pair.
 
 A pair is two causal LMs that share one tokenizer. Either side is a local model directory or a
 Hugging Face hub id; the embedded pair in `demo_models/tiny/` is loaded by exactly the same
 `from_pretrained` calls as a hub pair. `trust_remote_code` is never passed.
 
-transformers 5.x cache churn lives here: the forward keyword is `cache` (was
-`past_key_values`), the output field is `.cache`, and `DynamicCache.crop(n)` takes a *negative*
-n, the number of tokens to drop.
+The transformers cache API (new_cache, crop_cache, forward, ...) lives in app.kvcache and is
+re-exported here, its old home; the memory check before loading (check_params_fit) lives in
+app.hardware, next to the free-memory query it compares against.
 """
 from __future__ import annotations
 
@@ -18,18 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from app.draft_vocab import DraftVocab, target_vocab_size
-from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
+from app.costmodel import param_count
+from app.draft_vocab import target_vocab_size
+from app.feature_draft import attach_projection
+from app.hardware import check_params_fit, detect_device, parse_dtype  # check_params_fit: re-exported
+# The cache API's old home was this module: its names stay importable from here.
+from app.kvcache import cache_len, crop_cache, fill_cache, forward, new_cache  # noqa: F401
+from app.settings import ModelLoadError
+from app.shapes import make_shape_model, shape_params
+from app.assets import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
 EMBEDDED_HINT = ("the embedded pair works offline: leave --target/--draft unset "
                  "(or choose 'embedded' in the app)")
-
-
-class ModelLoadError(ValueError):
-    """A pair could not be loaded; the message says why in one line."""
 
 
 @dataclass
@@ -81,7 +84,6 @@ class ShapeTokenizer:
 
 def resolve_device(device: str = "auto") -> str:
     """'auto' -> cuda > mps > cpu; an explicit device must be available (app.hardware)."""
-    from app.hardware import detect_device
     try:
         return detect_device(device)
     except ValueError as exc:
@@ -91,7 +93,6 @@ def resolve_device(device: str = "auto") -> str:
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     """'auto' -> float32 on CPU, bfloat16 on CUDA (float16 if unsupported), float16 on MPS."""
     if dtype != "auto":
-        from app.hardware import parse_dtype
         try:
             return parse_dtype(dtype)
         except ValueError as exc:
@@ -150,7 +151,6 @@ def _cached_on_disk(name: str) -> bool:
 
 def model_params(name: str) -> int:
     """Parameters of a model directory or hub id, from its config alone (nothing allocated)."""
-    from app.costmodel import param_count
     return param_count(_from_pretrained(AutoConfig, name))
 
 
@@ -160,31 +160,11 @@ def check_fits(names: list[str], device: str, dtype: torch.dtype) -> None:
     check_params_fit([(n, model_params(n)) for n in names], device, dtype)
 
 
-def check_params_fit(params: list[tuple[str, int]], device: str, dtype: torch.dtype) -> None:
-    """Refuse, before anything is allocated, models ([(name, parameter count)], counted from their
-    configs) whose weights (parameters x bytes per parameter) exceed the memory free on `device`
-    now (app.hardware.free_memory_bytes: MemAvailable on a CPU, free device memory on CUDA / MPS).
-    Weights only: the KV cache and activations come on top, so a pair that barely fits may still
-    run out of memory while decoding."""
-    from app.hardware import free_memory_bytes
-    free = free_memory_bytes(device)
-    if free is None:
-        return
-    per_param = torch.finfo(dtype).bits // 8
-    need = sum(count for _, count in params) * per_param
-    if need > free:
-        smaller = "a smaller pair" + (" or bfloat16 (half the bytes)" if per_param == 4 else "")
-        raise ModelLoadError(f"{' + '.join(name for name, _ in params)} need {need / 1e9:.1f} GB of weights in "
-                             f"{str(dtype).replace('torch.', '')}, but {device} has {free / 1e9:.1f} GB free: "
-                             f"choose {smaller}")
-
-
 def load_model(name: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
     """from_pretrained on `device` in `dtype`, eval mode; a feature draft (app.feature_draft)
     also gets its feature projection from the same directory."""
     model = _from_pretrained(AutoModelForCausalLM, name, dtype=dtype).to(device).eval()
     if getattr(model.config, "feature_draft", False):
-        from app.feature_draft import attach_projection
         attach_projection(model, name)
     return model
 
@@ -224,7 +204,6 @@ def load_shape_pair(target_shape: str, draft_shape: str, *, device: str = "auto"
                     dtype: str = "auto") -> ModelPair:
     """Real architectures with random weights, built on the device (no download): timing only.
     Refused before either is built when their weights exceed the free memory (check_params_fit)."""
-    from app.shapes import make_shape_model, shape_params
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     check_params_fit([(f"shape:{n}", shape_params(n)) for n in (target_shape, draft_shape)], device, torch_dtype)
@@ -235,79 +214,3 @@ def load_shape_pair(target_shape: str, draft_shape: str, *, device: str = "auto"
             "shape_only": True}
     return ModelPair(target, draft, ShapeTokenizer(base, target.config.vocab_size), device,
                      torch_dtype, f"shape:{target_shape}", f"shape:{draft_shape}", info)
-
-
-# --- the transformers cache API, in one place -------------------------------------------
-
-def new_cache(model: torch.nn.Module | None = None, max_len: int | None = None, batch: int = 1,
-              int8: bool = False):
-    """A DynamicCache; with a model and max_len, the fast path's cache of max_len positions
-    (app.fastpath: a StaticCache, or app.lean's LeanCache on a CPU; both have fixed addresses
-    and roll back by moving a position counter). int8: the model runs with int8 weights
-    (app.lean.Int8Weight; the fast path on a CPU only)."""
-    if model is None or max_len is None:
-        if int8:
-            from app.validation import InputError
-            raise InputError("int8 draft weights need the fast path (turn it on)")
-        return DynamicCache()
-    from app.fastpath import new_cache as fast_cache
-    return fast_cache(model, max_len, batch, int8)
-
-
-def cache_len(cache) -> int:
-    return int(cache.get_seq_length())
-
-
-def crop_cache(cache, keep: int) -> None:
-    """Keep the first `keep` positions (transformers 5.x: crop takes -tokens_to_remove; a
-    StaticCache only moves its counter, the next pass overwrites the stale entries)."""
-    drop = cache_len(cache) - keep
-    if drop > 0:
-        cache.crop(-drop)
-
-
-@torch.inference_mode()
-def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache, hidden: bool = False):
-    """input_ids: [batch, q] new tokens after the cached ones -> logits [batch, q, vocab].
-    A DynamicCache runs transformers eagerly; a fast-path cache runs app.fastpath.forward.
-    A draft over part of the vocabulary gets target ids and returns target-vocabulary logits.
-    hidden=True (a feature draft's target, app/feature_draft.py): (logits, the final-normed
-    hidden states [batch, q, hidden] the output layer read)."""
-    vocab = DraftVocab.of(model)  # a draft over part of the vocabulary (app.draft_vocab), or None
-    if vocab is not None:
-        input_ids = vocab.draft_input(input_ids)
-    if hidden:
-        return _forward_hidden(model, input_ids, cache)
-    if isinstance(cache, DynamicCache):
-        logits = model(input_ids=input_ids, cache=cache, use_cache=True).logits
-    else:
-        from app.fastpath import forward as fast_forward
-        logits = fast_forward(model, input_ids, cache)
-    return logits if vocab is None else vocab.target_logits(logits)  # [batch, q, target vocab]
-
-
-@torch.inference_mode()
-def fill_cache(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> None:
-    """input_ids [batch, q] after the cached ones -> their keys and values in `cache`, and no
-    logits: a prefill whose logits nobody reads skips the output layer (as generate's
-    logits_to_keep does). The cache ends exactly as forward() leaves it. SmolLM2's output layer
-    is 28M of its 135M weights, so a fifth of a prefill's FLOPs."""
-    from app.lean import LeanCache
-    vocab = DraftVocab.of(model)
-    if vocab is not None:
-        input_ids = vocab.draft_input(input_ids)
-    if isinstance(cache, LeanCache):
-        cache.model.forward(input_ids, cache, logits=False)
-    else:  # eager, over a DynamicCache or a StaticCache (the base model: no lm_head)
-        model.base_model(input_ids=input_ids, cache=cache, use_cache=True)
-
-
-def _forward_hidden(model, input_ids: torch.Tensor, cache) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits [batch, q, vocab], final-normed hidden [batch, q, hidden]) of a *ForCausalLM:
-    its base model's last_hidden_state and its lm_head (what its own forward computes); the
-    lean decoder for a LeanCache, transformers eagerly otherwise (no CUDA graph)."""
-    from app.lean import LeanCache
-    if isinstance(cache, LeanCache):
-        return cache.model.forward(input_ids, cache, hidden=True)
-    h = model.base_model(input_ids=input_ids, cache=cache, use_cache=True).last_hidden_state
-    return model.get_output_embeddings()(h), h

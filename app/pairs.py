@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from app.models import ModelLoadError, ModelPair, load_pair, load_shape_pair
-from demo_models.presets import PRESETS
+from app.models import ModelPair, load_pair, load_shape_pair
+from app.settings import ModelLoadError
+from app.presets import PRESETS
 
 MAX_PAIRS = 2
 _lock = threading.Lock()
@@ -15,7 +16,7 @@ _cache: "OrderedDict[tuple, ModelPair]" = OrderedDict()
 
 def get_pair(preset: str, device: str = "auto", dtype: str = "auto", ngram: bool = False,
              progress=None) -> ModelPair:
-    """The loaded pair for a preset name (see demo_models.presets), loading it if needed.
+    """The loaded pair for a preset name (see app.presets), loading it if needed.
     progress(message) hears the stages of a GGUF load (the first one dequantises, ~30 s)."""
     if preset not in PRESETS:
         raise ModelLoadError(f"unknown model pair {preset!r}: choose one of {', '.join(PRESETS)}")

@@ -100,7 +100,7 @@ def load_model(spec: str, device: str, dtype):
     """(model, label) for a shape name, tiny-target / tiny-draft, gguf:smollm2-135m-instruct
     (the flagship target), smollm2-draft, or a local directory."""
     from app.shapes import LABEL, list_shapes, make_shape_model
-    from demo_models import SMOLLM2_DRAFT_DIR, TINY_DIR
+    from app.assets import SMOLLM2_DRAFT_DIR, TINY_DIR
 
     if spec in list_shapes():
         return make_shape_model(spec, device, dtype), LABEL

@@ -12,8 +12,10 @@ import json
 
 import torch
 
-from app.hardware import parse_dtype
-from demo_models import SHAPES_DIR  # demo_models/shapes/
+from app.costmodel import param_count
+from app.hardware import check_params_fit, parse_dtype
+from app.assets import SHAPES_DIR  # demo_models/shapes/
+
 LABEL = "shape-only: random weights, meaningless text"
 
 
@@ -41,7 +43,6 @@ def load_shape_config(name: str):
 def shape_params(name: str) -> int:
     """Parameters of a shape, counted from its config (nothing allocated; the tests check the
     count against the published one and against a model built on the meta device)."""
-    from app.costmodel import param_count
     return param_count(load_shape_json(name))
 
 
@@ -55,7 +56,6 @@ def make_shape_model(name: str, device: str | torch.device = "cpu",
     """
     from transformers import AutoModelForCausalLM
 
-    from app.models import check_params_fit
     config = load_shape_config(name)
     if torch.device(device).type != "meta":
         check_params_fit([(f"shape:{name}", shape_params(name))], str(device), parse_dtype(dtype))

@@ -10,7 +10,7 @@ import time
 import torch
 
 from app.hardware import synchronize
-from app.models import cache_len, fill_cache, forward
+from app.kvcache import cache_len, fill_cache, forward
 from app.trace import ForwardTiming
 
 
@@ -29,8 +29,8 @@ def same_threads() -> None:
 def timed_forward(model, input_ids: torch.Tensor, cache, device: str, *, model_name: str,
                   phase: str, hidden: bool = False, logits: bool = True) -> tuple:
     """One forward of input_ids [batch, q] over `cache`; logits [batch, q, vocab] + its timing.
-    hidden=True: (logits, hidden states) + its timing (app.models.forward); logits=False: the
-    cache filled without the output layer (app.models.fill_cache), None + its timing."""
+    hidden=True: (logits, hidden states) + its timing (app.kvcache.forward); logits=False: the
+    cache filled without the output layer (app.kvcache.fill_cache), None + its timing."""
     batch, q = input_ids.shape
     run = (lambda: forward(model, input_ids, cache, hidden=hidden)) if logits else \
         (lambda: fill_cache(model, input_ids, cache))

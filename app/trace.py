@@ -10,6 +10,10 @@ Fates of a token (the colours of the live view):
     "correction" - the token the target sampled from norm(max(0, p - q)) after a rejection
     "bonus"      - the extra target token when all gamma drafts were accepted
     "target"     - a token of plain autoregressive decoding (the baseline)
+
+Exported traces carry `schema_version` (SCHEMA_VERSION); a file without one is version 1, the
+exports made before versioning, and still loads (app.recorded.load_trace checks an uploaded or
+recorded file against the schema before building a Trace from it).
 """
 from __future__ import annotations
 
@@ -17,6 +21,10 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 FATES = ("accepted", "rejected", "correction", "bonus", "target")
+# 1: the exports before versioning (no schema_version). 2: schema_version written, Trace.recorded
+# added (who made the run, when, at which commit), and Trace.device may hold the device's name
+# and measured ceilings (app.hardware.Ceilings.to_dict()). Version 1 files load as they are.
+SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -29,7 +37,7 @@ class ForwardTiming:
     bound: "memory", "compute" or "overhead", classified from `seconds` (app.hardware).
     weights: "int8" when the pass ran int8 weights (app.lean.Int8Weight), else "" (the run's dtype).
     logits: False when the pass only filled the KV cache, without the output layer (a prefill
-    whose logits nobody reads: app.models.fill_cache); the cost model prices it so.
+    whose logits nobody reads: app.kvcache.fill_cache); the cost model prices it so.
     """
     model: str
     phase: str
@@ -145,6 +153,8 @@ class Trace:
     device: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
     stopped: str = ""  # "eos", "max_new_tokens", "cancelled", "error: ..."
+    # how the run was recorded (app.recorded.provenance): date, commit, command, pair, load
+    recorded: dict = field(default_factory=dict)
 
     def forwards(self) -> list[ForwardTiming]:
         return [f for s in self.steps for f in s.forwards]
@@ -155,7 +165,8 @@ class Trace:
         return self.forwards() + baseline
 
     def to_json(self, **kw) -> str:
-        return json.dumps(asdict(self), **kw)
+        """The trace as JSON, schema_version first (from_dict ignores it: it is not a field)."""
+        return json.dumps({"schema_version": SCHEMA_VERSION, **asdict(self)}, **kw)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Trace":

@@ -9,26 +9,12 @@ import math
 import os
 from pathlib import Path
 
-from app.engine import DecodeSettings
-
-MAX_GAMMA = 16            # beyond ~8 the acceptance of every drafter here makes depth pure waste
-MAX_NEW_TOKENS = 1024
-MAX_TEMPERATURE = 10.0
-# Sampling divides float32 logits by T (app.speculative.logits_to_probs; bf16 logits are cast
-# first, and bf16 has float32's range). T >= 0.01 keeps logits / T finite for logits up to
-# 3.4e36 in magnitude (float32's max is 3.4e38), far past any model's; T = 1e-300 rounds to 0 in
-# float32 and gives inf / NaN. Below 0.01 a logit gap of 0.1 already weighs e^-10 against the
-# top token, so sampling is greedy in all but name: T = 0 asks for that.
-MIN_TEMPERATURE = 0.01
-MAX_SEED = 2**63 - 1
-MAX_TOP_K = 1_000_000
-MAX_BATCH = 4096          # sequences per pass in the batch lessons; logits are batch x q x vocab
-MAX_PROMPT_CHARS = 100_000  # checked before tokenising; the token limit is the model's context
-DRAFTERS = ("model", "ngram")
-
-
-class InputError(ValueError):
-    """Bad user input; the message is safe to show as-is."""
+# The limits and the error live in app.settings (a leaf: the engine, the models and the fast
+# path use them without importing this module); they are re-exported here for the callers that
+# check input.
+from app.settings import (DRAFTERS, MAX_BATCH, MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS,  # noqa: F401
+                          MAX_SEED, MAX_TEMPERATURE, MAX_TOP_K, MIN_TEMPERATURE, DecodeSettings,
+                          InputError)
 
 
 def _int(name: str, value, low: int, high: int) -> int:
@@ -83,9 +69,9 @@ def batch(n) -> int:
 
 
 def preset(name) -> str:
-    """A model-pair preset name (demo_models.presets). The web app loads presets only: no
+    """A model-pair preset name (app.presets). The web app loads presets only: no
     file-system paths and no free-form hub ids (the CLI takes those: app.models.locate)."""
-    from demo_models.presets import PRESETS
+    from app.presets import PRESETS
     if isinstance(name, str) and name in PRESETS:
         return name
     shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
@@ -94,7 +80,7 @@ def preset(name) -> str:
 
 
 def device(name, choices) -> str:
-    """One of `choices` (e.g. app.ui.handlers.device_choices(): auto, cpu, and what is present)."""
+    """One of `choices` (e.g. app.ui.turns.device_choices(): auto, cpu, and what is present)."""
     if isinstance(name, str) and name in choices:
         return name
     raise InputError(f"device {name!r} is not available here: choose one of {', '.join(choices)}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The flagship draft's GPU route (demo_models/distill_gpu.py) and the flagship pair's numbers on
-# the GPU (python -m demo_models.evaluate --device cuda), as one device call.
+# The flagship draft's GPU route (research/distill_gpu.py) and the flagship pair's numbers on
+# the GPU (python -m research.evaluate --device cuda), as one device call.
 #
 #     GGUF_SHA256=... bash benchmarks/gpu_distill.sh     # results in $OUT (default /tmp/gpu_distill)
 #     DEVICE=cpu PY=.venv/bin/python DISTILL_ARGS="--data-minutes 0.1 ..." GGUF_SHA256=... bash ...  # try it
@@ -47,7 +47,7 @@ for f in "$GPU_B"/*.txt.gz; do gunzip -c "$f" >"$WORK/corpus/$(basename "$f" .gz
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >>"$LOGS/env.txt" 2>&1
 
 if [ -z "${EVAL_DRAFT:-}" ]; then  # EVAL_DRAFT=DIR: only evaluate that draft (e.g. one calibrated since)
-    timeout "${DISTILL_TIMEOUT:-430}" "$PY" -m demo_models.distill_gpu --device "$DEVICE" --out "$WORK/drafts" \
+    timeout "${DISTILL_TIMEOUT:-430}" "$PY" -m research.distill_gpu --device "$DEVICE" --out "$WORK/drafts" \
         --data-minutes 2.5 --train-minutes 2.75 --corpus "$WORK"/corpus/*.txt ${DISTILL_ARGS:-} \
         >"$LOGS/distill.log" 2>&1
     echo "distill rc=$?" | tee -a "$LOGS/status.txt"
@@ -56,7 +56,7 @@ if [ -z "${EVAL_DRAFT:-}" ]; then  # EVAL_DRAFT=DIR: only evaluate that draft (e
 fi
 
 if [ "${EVAL_TIMEOUT:-120}" != 0 ]; then
-    timeout "${EVAL_TIMEOUT:-120}" "$PY" -m demo_models.evaluate --pair smollm2 --device "$DEVICE" \
+    timeout "${EVAL_TIMEOUT:-120}" "$PY" -m research.evaluate --pair smollm2 --device "$DEVICE" \
         --draft "${EVAL_DRAFT:-$WORK/drafts/6x320}" ${EVAL_ARGS---rounds 1 --gammas 1,2,4} \
         --out "$LOGS/eval_${DEVICE}_6x320.json" >"$LOGS/eval.log" 2>&1
     echo "evaluate rc=$?" | tee -a "$LOGS/status.txt"

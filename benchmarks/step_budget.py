@@ -69,12 +69,12 @@ def load(pair_name: str, n_prompts: int, new_tokens: int):
     """(pair, prompt ids): the flagship on held-out chat prompts, or the embedded pair on the
     lessons' prompts."""
     if pair_name == "smollm2":
-        from demo_models.evaluate_smollm2 import chat_prompts, load as load_flagship
+        from research.evaluate_smollm2 import chat_prompts, load as load_flagship
         pair = load_flagship("cpu")
         return pair, chat_prompts(pair, n_prompts)
     from app.lessons.common import PROMPTS, encode
     from app.models import load_pair
-    from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
+    from app.assets import TINY_DRAFT_DIR, TINY_TARGET_DIR
     pair = load_pair(str(TINY_TARGET_DIR), str(TINY_DRAFT_DIR), device="cpu")
     return pair, [encode(pair, p, new_tokens + 17) for p in PROMPTS[:n_prompts]]
 

@@ -59,7 +59,7 @@ def parse_args(argv=None):
     ap.add_argument("--drafter", default="model", help="model | ngram")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pair", default="embedded",
-                    help="a preset of demo_models.presets (default: embedded, the fastest pair, "
+                    help="a preset of app.presets (default: embedded, the fastest pair, "
                          "where the app's per-token costs weigh most)")
     ap.add_argument("--prompt-mode", default="auto", choices=["auto", "chat", "continue"],
                     help="auto: chat when the target has a chat template (as the app and CLI do)")

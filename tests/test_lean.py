@@ -19,7 +19,7 @@ from transformers import (
 import app.lean as lean_module
 from tests.support import assert_reassociation_close
 from app.lean import LeanModel, supports
-from demo_models import TINY_DRAFT_DIR, TINY_TARGET_DIR
+from app.assets import TINY_DRAFT_DIR, TINY_TARGET_DIR
 
 ATOL = 1e-4
 VOCAB = 300
@@ -284,7 +284,7 @@ def test_supports_legacy_rope_scaling():
 @pytest.mark.parametrize("directory", [TINY_TARGET_DIR, TINY_DRAFT_DIR], ids=["target", "draft"])
 def test_embedded_models(directory):
     if not (directory / "model.safetensors").is_file():
-        pytest.fail(f"{directory} holds no weights (run python -m demo_models.train)")
+        pytest.fail(f"{directory} holds no weights (run python -m research.train)")
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
     assert supports(model.config)
     check_schedule(model, seed=7)

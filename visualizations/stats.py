@@ -1,6 +1,7 @@
 """A run's numbers as a compact Markdown table (for gr.Markdown or a terminal)."""
 from __future__ import annotations
 
+from app.metrics import mean_acceptance_length
 from app.trace import Trace
 
 # One normal-sized line in italics (a <sub> footnote is unreadably small on a projector).
@@ -29,6 +30,8 @@ def _summary_rows(trace: Trace) -> list[tuple[str, str]]:
     if s.drafted > 0:
         rows.append(("acceptance rate",
                      f"{s.acceptance_rate:.1%} ({s.accepted} of {s.drafted} drafted)"))
+        rows.append(("mean acceptance length",  # app.metrics: 1 + accepted / drafting steps
+                     f"{mean_acceptance_length(trace.steps):.2f} tokens per drafting step"))
     rows.append(("tokens per target pass", f"{s.tokens_per_pass:.2f}"))
     passes = f"target {s.target_passes}"
     if s.draft_passes > 0:

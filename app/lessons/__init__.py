@@ -2,13 +2,15 @@
 
     from app.lessons import LESSONS, get
     result = get("knee").function(pair, qs=(1, 2, 4, 8))      # a dataclass with to_dict()
-    figure = get("knee").figure(result.to_dict())             # visualizations.lessons
+    figure_name = get("knee").figure_name                     # its builder in visualizations.lessons
 
 Every lesson function takes the ModelPair first (except memory_wall: pure arithmetic), validates
 its inputs (LessonError, one line), accepts progress(fraction, message), and returns a dataclass
 of plain values with to_dict(), summary() (lines for a terminal) and headline() (one Markdown
 line: measured next to predicted). QUICK holds the small sizes of the walkthrough.
-Modules are imported on first use, so listing the lessons loads no model code.
+Modules are imported on first use, so listing the lessons loads no model code. The figures are
+drawn by the callers (app.ui.lessons.lesson_figure): this package computes, and imports no
+visualizations.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ __all__ = ["LESSONS", "Lesson", "LessonError", "get"]
 
 @dataclass(frozen=True)
 class Lesson:
-    """name: CLI/registry key; module/function: where the experiment lives; figure: the builder
+    """name: CLI/registry key; module/function: where the experiment lives; figure_name: the builder
     in visualizations.lessons; claim: 1-2 sentences; formula: LaTeX ($$...$$) or ""; notice:
     what to look at in the result; needs_pair: False for pure arithmetic."""
     name: str
@@ -47,10 +49,6 @@ class Lesson:
     @property
     def quick_kwargs(self) -> dict:
         return dict(getattr(importlib.import_module(f"app.lessons.{self.module}"), "QUICK", {}))
-
-    def figure(self, data: dict):
-        import visualizations.lessons as figures
-        return getattr(figures, self.figure_name)(data)
 
 
 LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in [

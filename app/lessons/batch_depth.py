@@ -29,7 +29,7 @@ import numpy as np
 from app.knee import time_passes
 
 from app import validation
-from app.validation import MAX_BATCH
+from app.settings import MAX_BATCH
 from app.lessons.common import (Progress, check_float, check_int, check_ints, measure_alpha,
                                 need_draft, pair_label, part, report, require)
 

@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from app.validation import InputError  # one error type for all user input
+from app.policies import expected_tokens  # noqa: F401 (the lessons' formulas, with leviathan_speedup)
+from app.settings import DecodeSettings, InputError  # InputError: one error type for all user input
 
 Progress = Callable[[float, str], None]
 
@@ -155,13 +156,6 @@ def alpha_hat(runs: Iterable[Run]) -> float:
     return sum(r.accepted for r in runs) / examined if examined else 0.0
 
 
-def expected_tokens(alpha: float, gamma: int) -> float:
-    """Leviathan et al. eq. (1): E[tokens per target pass] = (1 - alpha^(gamma+1)) / (1 - alpha)."""
-    if alpha >= 1.0:
-        return float(gamma + 1)
-    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
-
-
 def leviathan_speedup(alpha: float, gamma: int, c: float) -> float:
     """Leviathan et al. Thm 3.8: walltime speedup (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1)),
     c = t_draft / t_target; assumes a verify pass of gamma + 1 tokens costs one target pass."""
@@ -185,8 +179,6 @@ def pair_label(pair) -> str:
 def measure_alpha(pair, *, prompts=PROMPTS[:2], gamma: int = 4, temperature: float = 0.0,
                   max_new_tokens: int = 32, seed: int = 0, progress: Progress | None = None) -> float:
     """alpha_hat of the pair from short speculative runs on `prompts` (module docstring)."""
-    from app.engine import DecodeSettings
-
     need_draft(pair)
     settings = DecodeSettings(gamma=gamma, temperature=temperature, seed=seed,
                               max_new_tokens=max_new_tokens)

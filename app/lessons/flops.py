@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 from app.lessons.common import (Progress, check_int, decode, dtype_bytes, encode, keep_fastest,
                                 need_draft, pair_label, report)
+from app.settings import DecodeSettings
 
 QUICK = {"max_new_tokens": 48}
 DEFAULT_PROMPT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
@@ -94,7 +95,6 @@ def flops_vs_time(pair, *, prompt: str = DEFAULT_PROMPT, gamma: int = 4, max_new
     """A speculative run and a plain run of the same prompt, greedy, priced and timed (the
     fastest of `rounds` each)."""
     from app.costmodel import forward_cost
-    from app.engine import DecodeSettings
 
     need_draft(pair)
     gamma = check_int("gamma", gamma, 1, 16)

@@ -35,9 +35,9 @@ import numpy as np
 import torch
 
 from app.feature_draft import head_forward, is_feature_draft, one_back
+from app.kvcache import forward, new_cache
 from app.lessons.common import (Progress, check_float, check_int, encode, need_draft, pair_label,
                                 part, require)
-from app.models import forward, new_cache
 from app.speculative import logits_to_probs, residual, sample, verify
 
 VARIANTS = ("exact", "greedy_draft", "no_residual")

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from app.lessons.common import (PROMPTS, Progress, alpha_hat, check_float, check_int, check_ints,
                                 decode, encode, expected_tokens, keep_fastest, leviathan_speedup, need_draft,
                                 pair_label, part, require)
+from app.settings import DecodeSettings
 
 QUICK = {"gammas": (1, 2, 3, 4, 6, 8), "prompts": PROMPTS[:1], "max_new_tokens": 48}
 
@@ -92,7 +93,6 @@ def theory_vs_measurement(pair, *, gammas=tuple(range(1, 9)), prompts=PROMPTS[:2
                           rounds: int = 2, progress: Progress | None = None) -> TheoryResult:
     """Leviathan's predictions at the measured alpha and c against real runs at each gamma; each
     run repeated `rounds` times, keeping its fastest (common.keep_fastest)."""
-    from app.engine import DecodeSettings
 
     need_draft(pair)
     gammas = check_ints("gammas", gammas, 1, 16)

@@ -13,7 +13,7 @@ import gradio as gr  # noqa: E402  (after the environment above)
 
 from app.ui import handlers, live  # noqa: E402
 from app.ui.lessons import build_lesson_tabs  # noqa: E402
-from demo_models.presets import default_preset  # noqa: E402
+from app.presets import default_preset  # noqa: E402
 
 TITLE = "Speculative Decoding Lab"
 QUEUE_MAX = 32          # waiting requests beyond this are turned away ("queue is full")

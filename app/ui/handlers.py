@@ -35,13 +35,15 @@ import gradio as gr
 import visualizations as viz
 from app import validation
 from app.engine import run, summarize
-from app.models import ModelLoadError, resolve_device
+from app.models import resolve_device
+from app.policies import make_policy, measure_costs
 from app.timing import same_threads
 from app.trace import Trace
 from app import annotate, cpu_regime, roofline
 from app.ui import turns
-from app.validation import InputError
-from demo_models.presets import PRESETS
+from app.ui.turns import device_choices  # the Live tab's device dropdown
+from app.settings import DecodeSettings, InputError, ModelLoadError
+from app.presets import PRESETS
 
 FRAME_S = 0.25       # at most four updates a second: enough for the eye...
 CHART_EVERY_S = 2.0  # charts (and live stats) redrawn at most this often while decoding...
@@ -93,25 +95,13 @@ class DecodeRequest:
     prompt: str
     preset: str
     device: str
-    settings: object  # app.engine.DecodeSettings
+    settings: DecodeSettings  # the fast path too: settings.fast, its one home
     baseline: bool
-    fast_path: bool
     policy: str = "fixed"
     prompt_mode: str = "auto"  # PROMPT_MODES
 
 
 # --------------------------------------------------------------------------- choices
-
-def device_choices() -> list[str]:
-    """"auto", "cpu", and "cuda" / "mps" where this machine has them."""
-    import torch
-    choices = ["auto", "cpu"]
-    if torch.cuda.is_available():
-        choices.append("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        choices.append("mps")
-    return choices
-
 
 def pair_choices() -> list[tuple[str, str]]:
     """(label, preset name) for the model-pair dropdown, in PRESETS order (embedded first)."""
@@ -164,8 +154,7 @@ def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top
                                    fast=bool(fast_path), draft_int8=bool(draft_int8))
     if not (isinstance(prompt_mode, str) and prompt_mode in PROMPT_MODES):
         raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {prompt_mode!r}")
-    return DecodeRequest(prompt, preset, device, settings, bool(baseline), bool(fast_path), depth_policy,
-                         prompt_mode)
+    return DecodeRequest(prompt, preset, device, settings, bool(baseline), depth_policy, prompt_mode)
 
 
 def _flag(name: str, value) -> bool:
@@ -303,7 +292,7 @@ def status_line(trace: Trace, req: DecodeRequest, phase: str) -> str:
     where = f"{trace.device.get('device', '?')}, {trace.device.get('dtype', '?')}"
     done = f"{len(trace.output_ids)} tokens in {len(trace.steps)} steps"
     from app.fastpath import label
-    note = f" · fast path: {label(trace.device['device'])}" if req.fast_path and trace.device.get("device") else ""
+    note = f" · fast path: {label(trace.device['device'])}" if req.settings.fast and trace.device.get("device") else ""
     note += " · draft: int8 weights" if req.settings.draft_int8 else ""
     return f"**{phase}** · {where} · {done}{note}"
 
@@ -622,9 +611,8 @@ def depth_policy(name: str, pair, gamma: int, kv_len: int, fast: bool = False, i
     """The policy object for the Live tab; the slider's γ is the start (fixed, heuristic) or the
     cap (confidence, roofline). The roofline policy times the pair's passes first (~1 s), on the
     path the run takes (fast: app.fastpath; int8: the draft's int8 weights)."""
-    from app.lessons import policies
-    costs = policies.measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
-    return policies.make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
+    costs = measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
+    return make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
 
 
 def _phase(trace: Trace, req: DecodeRequest) -> str:

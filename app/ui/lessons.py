@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import gradio as gr
 
+import visualizations.lessons as figures
 from app.hardware import DATASHEET
 from app.lessons import LESSONS, LessonError
 from app.lessons.common import PROMPTS
@@ -52,6 +53,11 @@ def result_markdown(result) -> str:
     return result.headline() + "\n\n```\n" + "\n".join(lines) + "\n```"
 
 
+def lesson_figure(lesson, data: dict):
+    """The lesson's figure (visualizations.lessons.<lesson.figure_name>) of its result's to_dict()."""
+    return getattr(figures, lesson.figure_name)(data)
+
+
 class Shown(NamedTuple):
     """What a lesson run puts on screen."""
     figure: object
@@ -77,7 +83,7 @@ def run_lesson(name: str, get_pair, kwargs: dict, progress=None, request=None) -
         from app.ui.handlers import safe_message, user_error
         raise user_error(safe_message(exc), request) from None
     data = result.to_dict()
-    return Shown(lesson.figure(data), result_markdown(result), data, result.headline())
+    return Shown(lesson_figure(lesson, data), result_markdown(result), data, result.headline())
 
 
 def run_tab(name: str, get_pair, to_kwargs, values: list, request=None, progress=None) -> Shown:

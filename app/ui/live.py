@@ -8,10 +8,10 @@ ngram=)` returns a ModelPair (app.pairs.get_pair in the app, a tiny pair in test
 import gradio as gr
 
 import visualizations as viz
-from app import validation
+from app.settings import MAX_GAMMA, MAX_NEW_TOKENS
 from app.ui import handlers, turns
 from app.ui.handlers import View
-from demo_models.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
+from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
 
 EXAMPLES = [  # questions for the instruction-tuned flagship, openings for the embedded pair
     "What is the capital of France, and what is it famous for?",
@@ -48,7 +48,7 @@ def _controls(devices: list[str]) -> dict:
                                 label="Prompt as")
     c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram (prompt lookup)", "ngram")],
                             value="model", label="Drafter")
-    c["gamma"] = gr.Slider(1, validation.MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
+    c["gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
     c["policy"] = gr.Dropdown(list(handlers.DEPTH_POLICIES), value="fixed", label="Depth policy",
                               info="; ".join(f"{k}: {v}" for k, v in handlers.DEPTH_POLICIES.items()))
     with gr.Accordion("Sampling", open=False):
@@ -88,11 +88,11 @@ def pair_context(preset: str) -> int | None:
 def max_new_tokens_for(preset: str) -> int:
     """The max-new-tokens slider's maximum for a pair: what its context holds beside a prompt of
     PROMPT_ROOM tokens and a verify pass (validation.prompt_ids refuses what does not fit), at
-    most validation.MAX_NEW_TOKENS."""
+    most MAX_NEW_TOKENS."""
     context = pair_context(preset) if preset in PRESETS else None
     if context is None:
-        return validation.MAX_NEW_TOKENS
-    return max(1, min(validation.MAX_NEW_TOKENS, context - PROMPT_ROOM - validation.MAX_GAMMA - 1))
+        return MAX_NEW_TOKENS
+    return max(1, min(MAX_NEW_TOKENS, context - PROMPT_ROOM - MAX_GAMMA - 1))
 
 
 def bound_max_new_tokens(preset: str, value) -> dict:
@@ -128,7 +128,7 @@ def _inspector() -> dict:
     gr.Markdown("### Token inspector: why was a draft token accepted or rejected?")
     with gr.Row():
         step = gr.Slider(0, 1, value=0, step=1, label="Step")
-        position = gr.Slider(1, validation.MAX_GAMMA, value=1, step=1, label="Draft position in the step")
+        position = gr.Slider(1, MAX_GAMMA, value=1, step=1, label="Draft position in the step")
     plot = gr.Plot(handlers.inspect(None, 0, 1), show_label=False)
     return {"step": step, "position": position, "inspector": plot}
 
@@ -147,7 +147,7 @@ def _exports() -> dict:
 
 def build(loader, wrap=lambda fn: fn) -> None:
     """Lay out the Live tab and wire its events (decode is the API endpoint "decode")."""
-    devices = handlers.device_choices()
+    devices = turns.device_choices()
     with gr.Row():
         with gr.Column(scale=1, min_width=340):
             c = _controls(devices)

@@ -6,6 +6,9 @@ every event that shares the concurrency id DEVICE_QUEUE (Gradio: events with one
 share one queue). Inside, each run takes its device's lock with `turn()`, so a CPU decode and a
 GPU decode may run together, while two runs on one device never overlap: they would share its
 compute and every forward's timing would be wrong. A run that has to wait says so.
+
+`device_choices()` (the Live tab's device dropdown) lives here, beside `device_count()` which
+counts it, so that this module needs nothing from the handlers that use it.
 """
 from __future__ import annotations
 
@@ -18,9 +21,19 @@ _locks: dict[str, threading.Lock] = {}
 _guard = threading.Lock()
 
 
+def device_choices() -> list[str]:
+    """"auto", "cpu", and "cuda" / "mps" where this machine has them."""
+    import torch
+    choices = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        choices.append("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        choices.append("mps")
+    return choices
+
+
 def device_count() -> int:
     """The devices runs can use at once: the CPU, plus a CUDA GPU or an Apple GPU if present."""
-    from app.ui.handlers import device_choices
     return len([d for d in device_choices() if d != "auto"])
 
 

@@ -1,15 +1,15 @@
-"""The flagship draft's GPU route: demo_models/distill_smollm2.py's recipe in one run on a CUDA
+"""The flagship draft's GPU route: research/distill_smollm2.py's recipe in one run on a CUDA
 device, where the target samples fresh replies instead of reading a cache.
 
-    python -m demo_models.distill_gpu --device cuda --out DIR                  # drafts in DIR/6x320 ...
-    python -m demo_models.distill_gpu --device cpu --data-minutes 0.2 ...      # the same steps, small
+    python -m research.distill_gpu --device cuda --out DIR                  # drafts in DIR/6x320 ...
+    python -m research.distill_gpu --device cpu --data-minutes 0.2 ...      # the same steps, small
 
 Why a second route: on the 2-thread CPU the draft is data-limited. It trains for 90 minutes on
 replies cached once (~1M tokens, about 5 passes over them) and memorises them: its acceptance
 bound is 0.65-0.68 on replies it trained on against 0.52 on new ones (research/RESULTS.md, "The draft memorises
 its replies"). The issue allows more on a GPU; there the target answers faster than a draft can
 learn, so this route samples new replies to all 11,690 training prompts (train, more and the four
-wide rounds of demo_models/prompts.py; never the held-out topics), round after round with new
+wide rounds of research/prompts.py; never the held-out topics), round after round with new
 seeds, until `--data-minutes` is spent, then trains each `--shapes` draft on the same batches for
 at most `--epochs` passes over them or `--train-minutes`, whichever ends first.
 
@@ -29,16 +29,21 @@ from pathlib import Path
 import torch
 
 from app.draft_vocab import DraftVocab
-from demo_models.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, choose_vocab, collate,
-                                         corpus_windows, draft_shape, heldout_alpha, heldout_bounds,
-                                         kept_coverage, lr_at, make_draft, replies, round_as_saved, save_draft,
-                                         seen_sample, special_ids, train_step)
-from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
+from research.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, choose_vocab, collate,
+                                      corpus_windows, draft_shape, heldout_alpha, heldout_bounds,
+                                      kept_coverage, lr_at, make_draft, replies, round_as_saved, save_draft,
+                                      seen_sample, special_ids, train_step)
+from research.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
+
+COMMAND = "python -m research.distill_gpu"
+# What a GPU-route train_log.json's "command" starts with: logs written before the lab moved from
+# demo_models/ to research/ record the module as it was then named.
+LOGGED_COMMANDS = (COMMAND, "python -m demo_models.distill_gpu")
 
 
 def training_prompts() -> list[str]:
     """Every prompt the CPU recipe can ask (train, more, wide rounds 0-3): 11,690 distinct ones,
-    none of them a held-out topic (tests/test_distill_gpu.py)."""
+    none of them a held-out topic (tests/research/test_distill_gpu.py)."""
     asked = train_prompts() + more_prompts() + [p for r in range(len(WIDE_LISTS)) for p in wide_prompts(r)]
     return list(dict.fromkeys(asked))
 
@@ -124,7 +129,7 @@ def save(run: Run, tok, args, steps: int, log: dict, held: list[dict], seen: lis
         "seen_replies": len(seen), "heldout_kept_coverage": log["heldout_kept_coverage"],
         "distill_temperature": 1.0, "tvd": 0.0,
         "autocast": "bf16" if args.bf16 else None, "seconds": log["train_seconds"]},
-        command="python -m demo_models.distill_gpu")
+        command=COMMAND)
 
 
 def main(argv=None) -> None:

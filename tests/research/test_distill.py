@@ -6,8 +6,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from app.assets import TINY_TARGET_DIR
 from app.draft_vocab import DraftVocab
-from demo_models import distill_smollm2 as distill
+from research import distill_smollm2 as distill
 
 V = distill.VOCAB_SIZE
 
@@ -131,7 +132,7 @@ def test_training_at_a_distill_temperature_chooses_its_checkpoint_by_the_bound_t
     from transformers import AutoModelForCausalLM, AutoTokenizer
     src, cache, out = tmp_path / "src", tmp_path / "cache", tmp_path / "out"
     draft.save_pretrained(src)
-    AutoTokenizer.from_pretrained(str(distill.HERE / "tiny" / "target")).save_pretrained(src)
+    AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR)).save_pretrained(src)
     (src / "train_log.json").write_text("{}")
     cache.mkdir()
     for name in distill.reply_files([0.7]) + ["corpus.pt"]:
@@ -162,7 +163,7 @@ def test_training_at_a_distill_temperature_chooses_its_checkpoint_by_the_bound_t
 def test_resume_starts_from_the_saved_draft_and_keeps_its_log(draft, tmp_path):
     from transformers import AutoTokenizer
     draft.save_pretrained(tmp_path)
-    AutoTokenizer.from_pretrained(str(distill.HERE / "tiny" / "target")).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR)).save_pretrained(tmp_path)
     (tmp_path / "train_log.json").write_text('{"steps_done": 7}')
     again, tok, before = distill.start_draft(SimpleNamespace(resume=str(tmp_path)), [])
     assert before == {"steps_done": 7} and again.training and tok is not None
@@ -205,7 +206,7 @@ def test_a_draft_sliced_from_every_target_layer_computes_the_targets_logits():
     its tokens give the target's logits at the kept ids; two layers give a different model
     with the target's own first layers, norm and rows."""
     from transformers import AutoModelForCausalLM
-    target = AutoModelForCausalLM.from_pretrained(str(distill.HERE / "tiny" / "target"), dtype=torch.float32).eval()
+    target = AutoModelForCausalLM.from_pretrained(str(TINY_TARGET_DIR), dtype=torch.float32).eval()
     n = target.config.num_hidden_layers
     kept = sorted(set(range(0, target.config.vocab_size, 3)) | {0})
     ids = torch.tensor([kept[5:25]])                                        # [1, 20], all kept
@@ -226,7 +227,7 @@ def test_no_training_topic_names_a_held_out_topic():
     training topic list (train, more, every wide round) names a held-out topic as a whole word, and no
     training prompt is a held-out prompt."""
     import re
-    from demo_models import prompts
+    from research import prompts
     fresh = [topics for topics, _, skip, _ in prompts.WIDE_LISTS if skip == 0]  # later rounds re-ask these
     topics = prompts.TRAIN_TOPICS + prompts.MORE_TOPICS + [t for topics in fresh for t in topics]
     assert all(any(topics is f for f in fresh) for topics, *_ in prompts.WIDE_LISTS)
@@ -243,7 +244,7 @@ def test_wide_prompts_use_every_template_about_equally_and_each_round_adds_one_s
     """Rounds over new topics use every template about equally; a round over earlier topics
     gives each topic `per` templates it has not had (train prompts are all distinct: above)."""
     from collections import Counter
-    from demo_models import prompts
+    from research import prompts
     tasks = prompts.TASKS + prompts.MORE_TASKS
     assert prompts.WIDE_LISTS[0] == (prompts.WIDE_TOPICS, 5, 0, 5)  # the shipped draft's round, unchanged
     had: dict[str, set[int]] = {}
@@ -266,13 +267,13 @@ def test_wide_prompts_use_every_template_about_equally_and_each_round_adds_one_s
 
 
 def test_shipped_draft_was_made_by_the_gpu_route_its_log_describes():
-    """The shipped draft came from demo_models/distill_gpu.py (research/RESULTS.md, "Trained on a GPU"):
+    """The shipped draft came from research/distill_gpu.py (research/RESULTS.md, "Trained on a GPU"):
     its log names that command and the shipped shape, its data are fresh replies to the GPU
     route's prompts (every round but the last answered all of them), it ran at most the epochs
     it was allowed, and the saved checkpoint is the best held-out one of its curve."""
-    from demo_models.distill_gpu import parse_args, training_prompts
+    from research.distill_gpu import LOGGED_COMMANDS, parse_args, training_prompts
     log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())
-    assert log["command"].startswith("python -m demo_models.distill_gpu")
+    assert log["command"].startswith(LOGGED_COMMANDS)  # as it ran (then demo_models.distill_gpu)
     assert log["shape"] == distill.DRAFT_SHAPE and log["draft_vocab"] == distill.DRAFT_VOCAB
     data = log["data"]
     assert data["replies"] >= len(training_prompts()) * (data["rounds_begun"] - 1) > 0

@@ -1,7 +1,7 @@
-"""demo_models.evaluate.speeds: each configuration's speed-up is paired with plain decoding run
+"""research.evaluate.speeds: each configuration's speed-up is paired with plain decoding run
 on the same prompt in the same round, so a machine that slows down between rounds does not
 move it; the runs themselves are real decodes (tiny random pair)."""
-from demo_models.evaluate import _speed_row, speeds
+from research.evaluate import _speed_row, speeds
 
 
 def _runs(rates: list[float], tokens: int = 60) -> list[tuple]:
@@ -42,7 +42,7 @@ def test_step_budget_benchmark_splits_each_step_and_prices_the_target():
     import importlib.util
     import sys
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "step_budget.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "step_budget.py"
     spec = importlib.util.spec_from_file_location("step_budget", path)
     bench = importlib.util.module_from_spec(spec)
     sys.modules["step_budget"] = bench  # its dataclass looks its module up there

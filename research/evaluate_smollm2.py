@@ -1,14 +1,14 @@
 """Evaluate the flagship pair: SmolLM2-135M-Instruct (Q4 GGUF, dequantised) + its distilled draft.
 
-    python -m demo_models.evaluate --pair smollm2 [--quick]
-    MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2          # -> eval_mkl_avx512.json
-    MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2 --fast   # -> eval_mkl_avx512_fast.json
-    python -m demo_models.evaluate --pair smollm2 --device cuda --rounds 1 --gammas 1,2,4  # sized for a GPU call
+    python -m research.evaluate --pair smollm2 [--quick]
+    MKL_CBWR=AVX512 python -m research.evaluate --pair smollm2          # -> eval_mkl_avx512.json
+    MKL_CBWR=AVX512 python -m research.evaluate --pair smollm2 --fast   # -> eval_mkl_avx512_fast.json
+    python -m research.evaluate --pair smollm2 --device cuda --rounds 1 --gammas 1,2,4  # sized for a GPU call
 
 The JSON is rewritten after every stage ("stages_done"; "complete": false until the end), so a
 run stopped by a time limit keeps what it measured.
 
-Held-out chat prompts only (demo_models.prompts.HELDOUT_TOPICS: topics the draft never saw the
+Held-out chat prompts only (research.prompts.HELDOUT_TOPICS: topics the draft never saw the
 target answer), each through the chat template exactly as the app sends it. Reports, measured
 on this machine:
   - alpha = mean over positions of sum_x min(p_target, q_draft) on the target's own sampled
@@ -18,7 +18,7 @@ on this machine:
     T = 0.7, in the same run, 3 rounds with every configuration run back to back per prompt;
     greedy outputs compared token for token;
   - the best gamma by its paired speed-up (median over rounds and prompts of its tokens/s over
-    plain decoding's on the same prompt seconds earlier; demo_models.evaluate.speeds) and that
+    plain decoding's on the same prompt seconds earlier; research.evaluate.speeds) and that
     speed-up's range; tokens per pass against (1 - a^(g+1)) / (1 - a);
   - the CPU regime (app.cpu_regime): is the knee visible, and MKL_CBWR in effect.
 """
@@ -30,8 +30,8 @@ import time
 import torch
 
 from app.speculative import logits_to_probs
-from demo_models.evaluate import _logits, bootstrap_ci, cost_ratio, expected_tokens_per_pass, own_samples, speeds
-from demo_models.prompts import heldout_prompts, heldout_tasks
+from research.evaluate import _logits, bootstrap_ci, cost_ratio, expected_tokens_per_pass, own_samples, speeds
+from research.prompts import heldout_prompts, heldout_tasks
 
 GAMMAS = (1, 2, 3, 4, 6)
 
@@ -39,7 +39,7 @@ GAMMAS = (1, 2, 3, 4, 6)
 def load(device: str = "cpu", draft=None):
     """The flagship target with `draft` (a directory; default demo_models/smollm2_draft)."""
     from app.gguf import load_gguf_pair
-    from demo_models import SMOLLM2_DRAFT_DIR
+    from app.assets import SMOLLM2_DRAFT_DIR
     return load_gguf_pair(device, "float32", progress=print, draft=draft or SMOLLM2_DRAFT_DIR)
 
 
@@ -62,7 +62,7 @@ def chat_prompt_texts(n: int, tasks: bool = False) -> list[str]:
     """n held-out prompts spread over the held-out topics that training did not use to choose
     its checkpoint (distill_smollm2.HELDOUT_FOR_TRAINING): every len // n-th, the first n.
     tasks: the task template of each instead (prompts.heldout_tasks)."""
-    from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
+    from research.distill_smollm2 import HELDOUT_FOR_TRAINING
     prompts = (heldout_tasks() if tasks else heldout_prompts())[HELDOUT_FOR_TRAINING:]
     return prompts[::max(1, len(prompts) // n)][:n]
 
@@ -96,7 +96,7 @@ def time_head(pair, repeats: int = 20, kv_len: int = 64, fast: bool = False, int
 
 
 def cost(pair, fast: bool = False, int8: bool = False) -> dict:
-    """c = t_draft / t_target of single-token passes (demo_models.evaluate.cost_ratio); a
+    """c = t_draft / t_target of single-token passes (research.evaluate.cost_ratio); a
     feature draft's pass is timed with its feature input (time_head)."""
     from app.feature_draft import is_feature_draft
     time_draft = None
@@ -123,7 +123,7 @@ def reply_alphas(pair, samples: list[torch.Tensor], prompt_lens: list[int], temp
 def reply_alpha(pair, samples: list[torch.Tensor], prompt_lens: list[int], temperature: float,
                 int8: bool = False) -> dict:
     """alpha and greedy agreement over the reply positions (reply_alphas), with alpha's 95%
-    interval by a bootstrap over the replies (demo_models.evaluate.bootstrap_ci)."""
+    interval by a bootstrap over the replies (research.evaluate.bootstrap_ci)."""
     alphas, agree = reply_alphas(pair, samples, prompt_lens, temperature, int8)
     return {"alpha": round(torch.cat(alphas).mean().item(), 4), "alpha_ci95": list(bootstrap_ci(alphas)),
             "replies": len(alphas), "greedy_agreement": round(torch.cat(agree).float().mean().item(), 4),
@@ -145,7 +145,7 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
     limit, as on a borrowed GPU, keeps its finished stages)."""
     from app.cpu_regime import probe
     from app.hardware import device_info
-    result = {"prompts": "held-out chat prompts (demo_models/prompts.py: HELDOUT_TOPICS, past the first 48)"}
+    result = {"prompts": "held-out chat prompts (research/prompts.py: HELDOUT_TOPICS, past the first 48)"}
     t0 = time.time()
 
     def done(stage: str) -> None:
@@ -187,7 +187,7 @@ def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, d
     import json
     from pathlib import Path
 
-    from demo_models import SMOLLM2_DRAFT_DIR
+    from app.assets import SMOLLM2_DRAFT_DIR
     pair = load(device, draft)
     kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16, "rounds": 1} if quick else {}
     kw.update({k: v for k, v in (("rounds", rounds), ("gammas", gammas)) if v is not None})
@@ -196,7 +196,7 @@ def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, d
     suffix += ("_fast" if fast else "") + ("_int8" if int8 else "")
     path = Path(out) if out else Path(draft or SMOLLM2_DRAFT_DIR) / f"eval{suffix}.json"
     t0 = time.time()
-    from demo_models.evaluate import code_version
+    from research.evaluate import code_version
     result = {"device": pair.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
               "commit": code_version(),  # which code measured it (the card's columns span commits)
               "cpu_isa": torch.backends.cpu.get_cpu_capability(),  # "AVX512", "AVX2", ...: speeds depend on it

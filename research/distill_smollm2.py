@@ -1,12 +1,12 @@
 """Distil a draft for the offline flagship target, SmolLM2-135M-Instruct (Q4 GGUF, dequantised).
 
-    MKL_CBWR=AVX512 python -m demo_models.distill_smollm2 data    # teacher outputs, cached once
-    MKL_CBWR=AVX512 python -m demo_models.distill_smollm2 train   # the draft, time-capped
-    python -m demo_models.distill_smollm2 calibrate               # one scalar: its logit scale
-    python -m demo_models.evaluate --pair smollm2                 # alpha, c, speed-up
+    MKL_CBWR=AVX512 python -m research.distill_smollm2 data    # teacher outputs, cached once
+    MKL_CBWR=AVX512 python -m research.distill_smollm2 train   # the draft, time-capped
+    python -m research.distill_smollm2 calibrate               # one scalar: its logit scale
+    python -m research.evaluate --pair smollm2                 # alpha, c, speed-up
 
-Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token vocabulary):
-  1. data: the target answers instruction prompts (demo_models/prompts.py) through its chat
+Recipe (the embedded pair's, research/train.py, scaled to a 49,152-token vocabulary):
+  1. data: the target answers instruction prompts (research/prompts.py) through its chat
      template: train_prompts() sampled at T = 0.7 and T = 1, then more_prompts() at T = 0.7,
      MORE_ROUNDS times with new seeds (two more rounds, cut short by a time cap, did not make
      a better draft: research/RESULTS.md), then wide_prompts() at T = 0.7 (451 more topics, once each: the
@@ -20,7 +20,7 @@ Recipe (the embedded pair's, demo_models/train.py, scaled to a 49,152-token voca
      directory (`--cache`), one file per shard, so re-training never re-runs the target; a run
      stopped by its time cap saves what it made, and a rerun makes only the missing shards.
      The sampled replies' token ids are also kept in the repository (`--record`,
-     demo_models/teacher_record.py); on a machine without the cache a shard found there is
+     research/teacher_record.py); on a machine without the cache a shard found there is
      rebuilt by one forward pass over its ids (teacher_topk), not sampled again; `--teacher-bf16`
      runs that pass's decoder under bf16 autocast (2.0x faster on an AVX-512 EPYC after
      warm-up, top-K within 0.0065 of fp32's in total variation; the data log says which shards
@@ -50,12 +50,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from app.assets import SMOLLM2_DRAFT_DIR
 from app.draft_vocab import DraftVocab
-from demo_models import HERE
-from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
-from demo_models.teacher_record import RECORD_DIR, load_record, record_path, recorded_seconds, save_record
+from research.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
+from research.teacher_record import RECORD_DIR, load_record, record_path, recorded_seconds, save_record
 
-DRAFT_DIR = HERE / "smollm2_draft"
+DRAFT_DIR = SMOLLM2_DRAFT_DIR
 TOP_K = 32            # teacher log-probabilities kept per position
 MAX_NEW = 128         # reply tokens per prompt
 CORPUS_WINDOW = 128   # corpus tokens per training example
@@ -171,7 +171,7 @@ def teacher_hidden(model, bf16: bool, **inputs) -> torch.Tensor:
 
 @torch.inference_mode()
 def teacher_topk(model, examples: list[dict], batch: int, bf16: bool = False) -> list[dict]:
-    """Recorded replies ({"ids" [L], "first"}: demo_models/teacher_record.py) with the teacher's
+    """Recorded replies ({"ids" [L], "first"}: research/teacher_record.py) with the teacher's
     top-K at their reply positions first .. L - 2 added, as replies() kept them from generate's
     logits, by one forward per batch of similar lengths instead of sampling again (right-padded,
     masked; the output layer only at reply positions). Same order as given. A reply of n tokens
@@ -266,7 +266,7 @@ def _asked(args) -> list[tuple[list[str], float, int]]:
 def make_data(args) -> None:
     """Teacher outputs into the cache directory, one file per shard; shards already there are
     kept, so an interrupted or time-capped run is completed by running it again. Reply shards
-    whose token ids are in the record (`--record`, demo_models/teacher_record.py) are rebuilt
+    whose token ids are in the record (`--record`, research/teacher_record.py) are rebuilt
     from it; new ones are sampled and recorded there."""
     t0 = time.time()
     deadline = t0 + args.max_minutes * 60
@@ -295,7 +295,7 @@ def make_data(args) -> None:
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     corpus, corpus_how = _shard(out / "corpus.pt", lambda: corpus_windows(model, tok, texts, args.corpus_windows,
                                                                  args.batch, 7, args.teacher_bf16))
-    log["runs"].append({"command": "python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
+    log["runs"].append({"command": "python -m research.distill_smollm2 " + " ".join(sys.argv[1:]),
                         "threads": torch.get_num_threads(), "seconds": round(time.time() - t0, 1)})
     log.update(top_k=TOP_K, max_new=MAX_NEW, heldout_examples=len(held),
                replies={**log.get("replies", {}), **shards},  # shards made by earlier runs keep their lines
@@ -356,7 +356,7 @@ def make_sliced_draft(teacher, kept: list[int], layers: list[int]):
     """A draft cut from the target itself (`--slice`): the target's decoder layers `layers`, its
     final norm, and its embedding / output rows of the kept tokens (plus their mean for the
     extra input row), at the target's width. With every layer and every token it computes
-    the target's logits exactly (tests/test_distill.py); cut short, it starts far from them
+    the target's logits exactly (tests/research/test_distill.py); cut short, it starts far from them
     (held-out bound 0.07 for layers 0, 1) but from the target's own representation."""
     from transformers import LlamaConfig, LlamaForCausalLM
     tc = teacher.config
@@ -534,7 +534,7 @@ def calibrate(args) -> None:
     print(f"logit scale {best}: held-out alpha bound T=0.7 {table['T=0.7'][1.0]} -> {table['T=0.7'][best]}, "
           f"T=1 {table['T=1.0'][1.0]} -> {table['T=1.0'][best]}")
     log = json.loads((out / "train_log.json").read_text())
-    log["calibration"] = {"command": "python -m demo_models.distill_smollm2 " + " ".join(sys.argv[1:]),
+    log["calibration"] = {"command": "python -m research.distill_smollm2 " + " ".join(sys.argv[1:]),
                           "scale": best, "alpha_bound_by_scale": {k: {str(s): a for s, a in v.items()}
                                                                   for k, v in table.items()}}
     draft.half().save_pretrained(out)
@@ -658,7 +658,7 @@ def start_draft(args, examples: list[dict]):
     return make_draft(teacher.config, teacher.get_input_embeddings().weight.detach(), kept, shape), tok, None
 
 
-def save_draft(draft, tok, args, log: dict, command: str = "python -m demo_models.distill_smollm2") -> None:
+def save_draft(draft, tok, args, log: dict, command: str = "python -m research.distill_smollm2") -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     draft.eval().half().save_pretrained(out)  # fp16 on disk: the loader casts to the run dtype

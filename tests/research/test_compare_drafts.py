@@ -1,11 +1,11 @@
-"""demo_models.compare_drafts: two drafts scored on the same target replies, and the paired
-bootstrap interval of their alpha difference (demo_models.evaluate.paired_bootstrap_diff)."""
+"""research.compare_drafts: two drafts scored on the same target replies, and the paired
+bootstrap interval of their alpha difference (research.evaluate.paired_bootstrap_diff)."""
 import dataclasses
 
 import pytest
 import torch
 
-from demo_models.evaluate import bootstrap_ci, paired_bootstrap_diff
+from research.evaluate import bootstrap_ci, paired_bootstrap_diff
 
 
 def test_paired_difference_is_exact_for_identical_and_shifted_drafts():
@@ -42,7 +42,7 @@ def test_pairing_separates_a_small_gain_that_separate_intervals_cannot_and_cover
 def test_compare_scores_both_drafts_on_the_same_replies(embedded_pair):
     """On the tiny pair: a draft against itself differs by exactly 0; the target used as its
     own draft has alpha 1 (p = q) and beats the trained draft by 1 - alpha."""
-    from demo_models.compare_drafts import compare
+    from research.compare_drafts import compare
     prompts = [embedded_pair.tokenizer(t)["input_ids"] for t in ("It is a truth", "ROMEO:\n", "Emma")]
     same = compare(embedded_pair, embedded_pair, prompts, 0.7, 12)
     assert same["replies"] == 3 and same["positions"] == 36
@@ -67,7 +67,7 @@ def test_compare_scores_both_drafts_on_the_same_replies(embedded_pair):
     (["--b-int8", "--replies", "93"], "--replies must be 1..92"),
     (["--b-int8", "--temperature", "0"], "--temperature"), (["--b", "/nonexistent"], "no model directory")])
 def test_command_refuses_bad_arguments_before_loading_anything(argv, message, capsys, monkeypatch):
-    from demo_models import compare_drafts
+    from research import compare_drafts
     monkeypatch.setattr(compare_drafts, "load_sides", lambda *a: pytest.fail("loaded models"))
     with pytest.raises(SystemExit):
         compare_drafts.main(argv)
@@ -75,7 +75,7 @@ def test_command_refuses_bad_arguments_before_loading_anything(argv, message, ca
 
 
 def test_model_card_paragraph_quotes_the_comparison_it_is_given():
-    from demo_models import card_smollm2
+    from research import card_smollm2
     run = {"replies": 92, "positions": 7702, "a": {"alpha": 0.5226, "alpha_ci95": [0.5079, 0.5364]},
            "b": {"alpha": 0.5224, "alpha_ci95": [0.508, 0.5362]},
            "b_minus_a": {"diff": -0.0002, "ci": [-0.0006, 0.0001], "share_b_le_a": 0.9}}
@@ -86,7 +86,7 @@ def test_model_card_paragraph_quotes_the_comparison_it_is_given():
 
 
 def test_by_task_weights_each_reply_by_its_positions_and_sorts_lowest_first():
-    from demo_models.compare_drafts import by_task
+    from research.compare_drafts import by_task
     rows = [{"task": "poem", "positions": 10, "a": 0.6, "b": 0.7}, {"task": "poem", "positions": 30, "a": 0.4, "b": 0.5},
             {"task": "email", "positions": 5, "a": 0.9, "b": 0.8}]
     assert by_task(rows) == {"poem": {"replies": 2, "positions": 40, "a": 0.45, "b": 0.55},
@@ -95,7 +95,7 @@ def test_by_task_weights_each_reply_by_its_positions_and_sorts_lowest_first():
 
 
 def test_held_out_task_templates_line_up_with_the_prompts():
-    from demo_models.evaluate_smollm2 import chat_prompt_texts
+    from research.evaluate_smollm2 import chat_prompt_texts
     for n in (2, 24, 92):
         for text, task in zip(chat_prompt_texts(n), chat_prompt_texts(n, tasks=True)):
             head, _, tail = task.partition("{t}")

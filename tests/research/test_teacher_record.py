@@ -1,4 +1,4 @@
-"""The flagship teacher's record of sampled replies (demo_models/teacher_record.py) and the data
+"""The flagship teacher's record of sampled replies (research/teacher_record.py) and the data
 stage's use of it: the ids round-trip, the top-K rebuilt from them by one forward pass is the one
 that sampling kept, and training logs exactly the shards it loaded. A tiny random Llama stands in
 for the teacher (the flagship is not needed)."""
@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from demo_models import distill_smollm2 as distill
-from demo_models.teacher_record import load_record, record_path, recorded_seconds, save_record
+from research import distill_smollm2 as distill
+from research.teacher_record import load_record, record_path, recorded_seconds, save_record
 
 
 class CharTokenizer:
@@ -106,7 +106,7 @@ def test_training_logs_the_shards_it_loaded_not_the_last_data_run(tmp_path):
 
 
 def test_model_card_quotes_sampling_and_rebuild_times():
-    from demo_models import card_smollm2
+    from research import card_smollm2
     log = {"runs": [{"threads": 2, "seconds": 50.0}], "teacher_seconds": 6000.0,
            "replies": {"T=0.7": {"examples": 5, "tokens": 9, "seconds": 600.0},
                        "wide topics, T=0.7": {"examples": 5, "prompts": 2255, "tokens": 9, "seconds": 1200.0,

@@ -1,7 +1,7 @@
 """Evaluate a pair for speculative decoding; print and write JSON.
 
-    python -m demo_models.evaluate --corpus ../shared/corpus/austen.txt ../shared/corpus/tinyshakespeare.txt
-    python -m demo_models.evaluate --pair smollm2   # the flagship, on held-out chat prompts
+    python -m research.evaluate --corpus ../shared/corpus/austen.txt ../shared/corpus/tinyshakespeare.txt
+    python -m research.evaluate --pair smollm2   # the flagship, on held-out chat prompts
 
 Reports (all measured here, on this machine):
   - held-out loss and perplexity of each model (the last 5% of every corpus file);
@@ -28,8 +28,8 @@ import torch
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
 from app.models import forward, load_pair, new_cache
 from app.speculative import logits_to_probs
-from demo_models import TINY_DIR
-from demo_models.train import SEQ_LEN, encode_split
+from app.assets import TINY_DIR
+from research.train import SEQ_LEN, encode_split
 
 GAMMAS = (2, 4, 6)
 
@@ -262,7 +262,7 @@ def main(argv=None) -> dict:
                     help="--pair smollm2: depths of the speed runs, e.g. 1,2,4 (default 1,2,3,4,6)")
     args = ap.parse_args(argv)
     if args.pair == "smollm2":
-        from demo_models import evaluate_smollm2
+        from research import evaluate_smollm2
         if args.draft_int8 and not args.fast:
             ap.error("--draft-int8 runs on the fast path: add --fast")
         return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8, args.device, args.draft,

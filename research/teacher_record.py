@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from demo_models import HERE
+from app.assets import DEMO_MODELS_DIR
 
-RECORD_DIR = HERE / "smollm2_replies"
+RECORD_DIR = DEMO_MODELS_DIR / "smollm2_replies"
 
 
 def record_path(shard_file: str, record_dir: Path = RECORD_DIR) -> Path:

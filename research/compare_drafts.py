@@ -1,14 +1,14 @@
 """Compare two drafts for the flagship target on the same replies: alpha for each, and their
 difference with a paired bootstrap interval.
 
-    python -m demo_models.compare_drafts --b DIR                 # a new draft against the shipped one
-    python -m demo_models.compare_drafts --b-int8                # the shipped draft: int8 weights against fp32
-    python -m demo_models.compare_drafts --a DIR --b DIR --replies 48 --temperature 0.7 1.0 --out F
+    python -m research.compare_drafts --b DIR                 # a new draft against the shipped one
+    python -m research.compare_drafts --b-int8                # the shipped draft: int8 weights against fp32
+    python -m research.compare_drafts --a DIR --b DIR --replies 48 --temperature 0.7 1.0 --out F
 
 Why paired: the evaluate command's alpha comes from 8 replies, and its 95% interval is about
 +-0.04 wide, mostly because some replies are easy for any draft and others hard. Two drafts
 scored on the *same* target samples share that variation, so the interval of their
-difference, resampling the same replies for both (demo_models.evaluate.paired_bootstrap_diff),
+difference, resampling the same replies for both (research.evaluate.paired_bootstrap_diff),
 is far narrower than either alpha's own: it says whether a candidate draft is better, where
 comparing two separate intervals cannot.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from demo_models.evaluate import bootstrap_ci, code_version, own_samples, paired_bootstrap_diff
+from research.evaluate import bootstrap_ci, code_version, own_samples, paired_bootstrap_diff
 
 
 def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens: int,
@@ -39,7 +39,7 @@ def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens
     reply's own alpha on both sides ("per_reply", in prompt order)."""
     if pair_a.target is not pair_b.target:
         raise ValueError("both drafts must be scored against the same target model")
-    from demo_models.evaluate_smollm2 import reply_alphas
+    from research.evaluate_smollm2 import reply_alphas
     samples = own_samples(pair_a, prompts, temperature, tokens, seed)        # [1, P + tokens] each
     lens = [len(p) for p in prompts]
     a = reply_alphas(pair_a, samples, lens, temperature, int8[0])[0]          # [reply length] per reply
@@ -71,7 +71,7 @@ def by_task(rows: list[dict]) -> dict:
 def load_sides(a: Path, b: Path, device: str):
     """(pair_a, pair_b): the flagship target with draft a and with draft b, one target shared."""
     from app.gguf import load_draft
-    from demo_models.evaluate_smollm2 import load
+    from research.evaluate_smollm2 import load
     pair_a = load(device, a)
     if Path(a).resolve() == Path(b).resolve():
         return pair_a, pair_a
@@ -80,8 +80,8 @@ def load_sides(a: Path, b: Path, device: str):
 
 
 def main(argv=None) -> dict:
-    from demo_models import SMOLLM2_DRAFT_DIR
-    from demo_models.evaluate_smollm2 import chat_prompt_texts, chat_prompts
+    from app.assets import SMOLLM2_DRAFT_DIR
+    from research.evaluate_smollm2 import chat_prompt_texts, chat_prompts
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", type=Path, default=SMOLLM2_DRAFT_DIR, help="draft a's directory (default: the shipped draft)")
     ap.add_argument("--b", type=Path, default=SMOLLM2_DRAFT_DIR, help="draft b's directory (default: the shipped draft)")

@@ -1,9 +1,9 @@
 """Distil a feature draft (app/feature_draft.py, EAGLE) for the flagship target, SmolLM2-135M.
 
-    MKL_CBWR=AVX512 python -m demo_models.distill_smollm2 data   # the target's replies, top-K
-    MKL_CBWR=AVX512 python -m demo_models.features_smollm2       # ...and its features F, cached
-    MKL_CBWR=AVX512 python -m demo_models.distill_features       # the head, time-capped
-    MKL_CBWR=AVX512 python -m demo_models.evaluate --pair smollm2 --draft DIR --fast --draft-int8
+    MKL_CBWR=AVX512 python -m research.distill_smollm2 data   # the target's replies, top-K
+    MKL_CBWR=AVX512 python -m research.features_smollm2       # ...and its features F, cached
+    MKL_CBWR=AVX512 python -m research.distill_features       # the head, time-capped
+    MKL_CBWR=AVX512 python -m research.evaluate --pair smollm2 --draft DIR --fast --draft-int8
 
 The head (saved to <speclab cache>/smollm2-feature-draft unless --out says otherwise; it is not
 shipped, see below): --layers Llama decoder layers of the target's width (576), the target's
@@ -43,8 +43,8 @@ import torch.nn.functional as F
 
 from app.draft_vocab import DraftVocab
 from app.feature_draft import head_inputs, one_back, save_head
-from demo_models.distill_smollm2 import (DRAFT_VOCAB, TOP_K, cache_dir, choose_vocab, cpu_has_bf16, kept_ce,
-                                         load_teacher, lr_at, reply_files, tempered_alpha)
+from research.distill_smollm2 import (DRAFT_VOCAB, TOP_K, cache_dir, choose_vocab, cpu_has_bf16, kept_ce,
+                                      load_teacher, lr_at, reply_files, tempered_alpha)
 
 SHARDS = reply_files([0.7, 1.0])  # the previous token draft's replies (the head was measured on them: below)
 
@@ -83,7 +83,7 @@ def load_examples(src: Path, shards: list[str]) -> list[dict]:
     for shard in shards:
         feats = src / f"features_{shard}"
         if not feats.is_file():
-            sys.exit(f"no {feats.name} in {src}: run python -m demo_models.features_smollm2 first")
+            sys.exit(f"no {feats.name} in {src}: run python -m research.features_smollm2 first")
         out += [dict(e, F=f) for e, f in zip(torch.load(src / shard), torch.load(feats))]
     return out
 
@@ -213,7 +213,7 @@ def save(head, tok, args, log: dict) -> None:
     from app.gguf import cache_root
     out = Path(args.out) if args.out else cache_root() / "smollm2-feature-draft"
     save_head(head.eval(), tok, out)
-    log.update(command="python -m demo_models.distill_features " + " ".join(sys.argv[1:]),
+    log.update(command="python -m research.distill_features " + " ".join(sys.argv[1:]),
                parameters=head.num_parameters(), torch=torch.__version__, threads=torch.get_num_threads(),
                batch=args.batch, peak_lr=args.lr, reg=args.reg, noise=args.noise, top_k=TOP_K,
                standardise=args.standardise, layers=args.layers,

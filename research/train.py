@@ -1,10 +1,10 @@
 """Train the embedded draft/target pair from plain UTF-8 text.
 
-    python -m demo_models.train --corpus ../shared/corpus/austen.txt ../shared/corpus/tinyshakespeare.txt
+    python -m research.train --corpus ../shared/corpus/austen.txt ../shared/corpus/tinyshakespeare.txt
 
 Pipeline: byte-level BPE tokenizer -> Llama-style target (cross-entropy) -> Llama-style draft
 distilled from the target (forward KL to the target's next-token distribution) -> save both as
-ordinary Hugging Face model directories -> `demo_models.evaluate`.
+ordinary Hugging Face model directories -> `research.evaluate`.
 
 Everything is seeded; the log (loss curves, times, device, command) goes to `train_log.json`
 next to the models so the model card can quote it.
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from demo_models import TINY_DIR
+from app.assets import TINY_DIR
 
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 4096
@@ -207,7 +207,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
-    command = "python -m demo_models.train " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m research.train " + " ".join(sys.argv[1:] if argv is None else argv)
     t0 = time.time()
     if args.reuse_target:
         target, tokenizer, log = load_stage_one(args.out, command)
@@ -226,7 +226,7 @@ def main(argv=None) -> None:
     (args.out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
     print(f"saved to {args.out} in {log['total_seconds']:.0f}s")
     if not args.skip_eval:
-        from demo_models import evaluate
+        from research import evaluate
         evaluate.main(["--corpus", *args.corpus, "--device", args.device])
 
 

