@@ -11,7 +11,7 @@ import pytest
 
 from app.hardware import Ceilings
 from app.trace import Trace
-from app import annotate
+from app import annotate, runner
 from app.ui import handlers
 from app.validation import InputError
 
@@ -21,6 +21,7 @@ END = 'id="stream-end"'
 # baseline, prompt mode
 GOOD = ("It is a truth universally acknowledged", "embedded", "model", 4, "fixed", 0.0, 1.0, 0, 0,
         12, "cpu", False, False, "auto", False)
+DEVICES = ["auto", "cpu"]  # app.runner.parse_request's device choices (app.ui.turns.device_choices)
 
 
 @pytest.fixture
@@ -103,7 +104,7 @@ def test_safe_message_hides_paths():
     ({"drafter": "oracle"}, "drafter"), ({"max_new_tokens": 2.5}, "max_new_tokens")])
 def test_parse_request_rejects_bad_input(changes, fragment):
     with pytest.raises(InputError, match=fragment):
-        handlers.parse_request(*with_(**changes))
+        runner.parse_request(*with_(**changes), devices=DEVICES)
 
 
 def test_in_background_skips_nothing_it_must_and_reraises():
@@ -125,7 +126,7 @@ def test_in_background_asks_for_the_pause_after_every_item():
 def test_updates_are_paced_by_their_measured_cost(tiny_pair, fake_ceilings, trace):
     """Text updates wait COST_X x their cost (at least FRAME_S); chart updates push the next
     charts COST_X x their cost away (at least CHART_EVERY_S)."""
-    state = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, fake_ceilings)
+    state = handlers._Run(runner.parse_request(*GOOD, devices=DEVICES), tiny_pair, fake_ceilings)
     state.view(trace, "decoding", charts=False)
     state.sent(0.001)
     assert state.frame_s == handlers.FRAME_S
@@ -141,13 +142,13 @@ def test_updates_are_paced_by_their_measured_cost(tiny_pair, fake_ceilings, trac
 def test_the_roofline_note_says_once_when_the_ceilings_are_too_low(tiny_pair, fake_ceilings, trace):
     import dataclasses
     low = dataclasses.replace(fake_ceilings, measured_bytes_per_s=1e6, measured_flops_per_s=1e6)
-    state = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, low)
+    state = handlers._Run(runner.parse_request(*GOOD, devices=DEVICES), tiny_pair, low)
     state.view(trace, "decoding", charts=True)
     note = state.roof["note"]
     assert "too low" in note and "python -m app roofline --refresh" in note
     state.view(trace, "decoding", charts=True)
     assert state.roof["note"] == note  # said once
-    fine = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, fake_ceilings)
+    fine = handlers._Run(runner.parse_request(*GOOD, devices=DEVICES), tiny_pair, fake_ceilings)
     fine.view(trace, "decoding", charts=True)
     assert "note" not in fine.roof  # passes at or above their floors: nothing to say
 
@@ -208,7 +209,7 @@ def test_error_mid_run_ends_the_stream_then_raises(tiny_pair, fake_ceilings, mon
     def broken(*a, **k):
         raise RuntimeError("out of memory at /secret/path/model.bin")
         yield
-    monkeypatch.setattr(handlers, "run", broken)
+    monkeypatch.setattr(runner, "run", broken)
     gen = handlers.decode(GOOD, loader=lambda *a, **k: tiny_pair)
     assert END in next(gen).stream
     with pytest.raises(gr.Error) as err:
@@ -267,7 +268,7 @@ def test_the_live_roofline_policy_times_the_path_the_run_takes(tiny_dirs, fast, 
     from app import fastpath
     from app.models import load_pair
     pair = load_pair(tiny_dirs[0], tiny_dirs[1], device="cpu")
-    policy = handlers.depth_policy("roofline", pair, 3, 16, fast=fast, int8=int8)
+    policy = runner.depth_policy("roofline", pair, 3, 16, fast=fast, int8=int8)
     assert policy.name == "roofline" and len(policy.t_target) == 4 and policy.t_draft > 0
     assert (pair.target in fastpath._lean[False]) == fast
     assert (pair.draft in fastpath._lean[int8]) == fast

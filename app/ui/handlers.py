@@ -33,16 +33,15 @@ from typing import Callable, Iterator, NamedTuple
 import gradio as gr
 
 import visualizations as viz
-from app import validation
-from app.engine import run, summarize
+from app.engine import summarize
 from app.models import resolve_device
-from app.policies import make_policy, measure_costs
 from app.timing import same_threads
 from app.trace import Trace
-from app import annotate, cpu_regime, roofline
+from app import annotate, roofline, runner
 from app.ui import turns
 from app.ui.turns import device_choices  # the Live tab's device dropdown
-from app.settings import DecodeSettings, InputError, ModelLoadError
+from app.runner import DecodeRequest
+from app.settings import InputError, ModelLoadError
 from app.presets import PRESETS
 
 FRAME_S = 0.25       # at most four updates a second: enough for the eye...
@@ -51,17 +50,9 @@ COST_X = 30          # ...and each kind of update takes at most 1/30 of the time
 CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound",
               "weights")
 KEEP_EXPORTS = 64  # export folders kept on disk (oldest removed first)
-CONFIDENCE_THRESHOLD = 0.5
-# name -> what the Live tab says about it; built by depth_policy() below
-DEPTH_POLICIES = {
-    "fixed": "always γ drafts per step",
-    "heuristic": "+2 after a fully accepted step, −1 otherwise, within [1, γ]",
-    "confidence": f"draft up to γ, stop once the draft's top probability < {CONFIDENCE_THRESHOLD}",
-    "roofline": "each step, the γ ≤ slider value that maximises E(γ)/T(γ) from measured pass times",
-}
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
-Loader = Callable[..., object]  # (preset, device=, dtype=, ngram=) -> ModelPair
+Loader = runner.Loader  # (preset, device=, dtype=, ngram=) -> ModelPair
 
 
 class View(NamedTuple):
@@ -84,18 +75,6 @@ class Record:
     """What the inspector needs after a run: the trace and the text of every token it shows."""
     trace: Trace
     token_text: dict[int, str]
-
-
-@dataclass
-class DecodeRequest:
-    """Validated inputs of one decode."""
-    prompt: str
-    preset: str
-    device: str
-    settings: DecodeSettings  # the fast path too: settings.fast, its one home
-    baseline: bool
-    policy: str = "fixed"
-    prompt_mode: str = "auto"  # PROMPT_MODES
 
 
 # --------------------------------------------------------------------------- choices
@@ -122,43 +101,9 @@ def fast_path_note(devices: list[str]) -> str:
 
 # --------------------------------------------------------------------------- inputs
 
-PROMPT_MODES = {"auto": "chat when the target has a chat template, else continuation",
-                "chat": "the prompt is one user message; the model writes the assistant's reply",
-                "continue": "the model continues the prompt's text"}
-
-
 DRAFT_INT8_NOTE = ("the draft reads a quarter of its fp32 bytes per pass (weight-only int8 per row, "
                    "app.lean.Int8Weight): a cheaper, slightly different draft; the output is "
                    "still exactly the target's")
-
-
-def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k,
-                  seed, max_new_tokens, device, fast_path, baseline, prompt_mode="auto",
-                  draft_int8=False) -> DecodeRequest:
-    """Check every input before anything is loaded; raises InputError with a one-line message.
-    The values arrive as the client sent them (live.py wires decode with preprocess=False)."""
-    if prompt is not None and not isinstance(prompt, str):
-        raise InputError(f"the prompt must be text, got {prompt!r}")
-    fast_path, baseline, draft_int8 = (_flag(name, value) for name, value in
-                                       (("fast_path", fast_path), ("baseline", baseline), ("draft_int8", draft_int8)))
-    validation.preset(preset)  # presets only: the web app never loads a path or a free-form id
-    validation.device(device, device_choices())
-    if not (isinstance(depth_policy, str) and depth_policy in DEPTH_POLICIES):
-        raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {depth_policy!r}")
-    validation.prompt_text(prompt)
-    settings = validation.settings(gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-                                   seed=seed, max_new_tokens=max_new_tokens, drafter=drafter,
-                                   fast=bool(fast_path), draft_int8=bool(draft_int8))
-    if not (isinstance(prompt_mode, str) and prompt_mode in PROMPT_MODES):
-        raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {prompt_mode!r}")
-    return DecodeRequest(prompt, preset, device, settings, bool(baseline), depth_policy, prompt_mode)
-
-
-def _flag(name: str, value) -> bool:
-    """A checkbox's value: true or false (bool("no") would be True)."""
-    if isinstance(value, bool):
-        return value
-    raise InputError(f"{name} must be true or false, got {value!r}")
 
 
 def safe_message(exc: Exception) -> str:
@@ -478,29 +423,6 @@ def in_background(iterator: Iterator, min_interval: Callable[[], float] = lambda
             return
 
 
-def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
-    """Load the pair, tokenise the prompt, measure the ceilings and, on a CPU, whether the knee
-    is visible (app.cpu_regime, ~1 s once per model): (pair, prompt ids, ceilings, regime)."""
-    gguf = PRESETS[req.preset].kind == "gguf"
-    progress(0.05, desc=f"loading model pair {req.preset}"
-             + (" (the first load dequantises the 4-bit GGUF: ~40 s, once)" if gguf else ""))
-    pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
-    # an instruction-tuned target answers a user turn; the others continue the text
-    chat = validation.chat_for(req.prompt_mode, pair.tokenizer)
-    ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, chat)
-    if not annotate.known(pair.device, pair.dtype):
-        progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
-    ceilings = annotate.ceilings(pair.device, pair.dtype,
-                                 progress=lambda f, msg: progress(0.2 + 0.8 * f, desc=msg))
-    regime = None
-    if pair.device == "cpu":
-        progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?"
-                 + (" (a first Fast-path run also times which product form suits each pass size:"
-                    " a few seconds, once per model)" if req.settings.fast else ""))
-        regime = cpu_regime.probe(pair.target, pair.device, ceilings.device_name, fast=req.settings.fast)
-    return pair, ids, ceilings, regime
-
-
 def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
     """Generator: validate, wait for the device's turn (app.ui.turns), load, decode; yields a
     View after every step and a final one with the end marker. Bad input raises gr.Error
@@ -508,7 +430,7 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
     if progress is None:  # not `progress or ...`: a gr.Progress with nothing tracked is falsy
         progress = lambda *a, **k: None  # noqa: E731
     try:
-        req = parse_request(*inputs)
+        req = runner.parse_request(*inputs, devices=device_choices())
         device = resolve_device(req.device)
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, no such device
         raise user_error(safe_message(exc), request) from None
@@ -518,9 +440,7 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
 
 def _decode(req: DecodeRequest, loader: Loader, request, progress):
     try:
-        pair, ids, ceilings, regime = _prepare(req, loader, progress)
-        policy = depth_policy(req.policy, pair, req.settings.gamma, len(ids), req.settings.fast,
-                              req.settings.draft_int8)
+        prepared = runner.prepare(req, loader, progress)
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, missing model
         raise user_error(safe_message(exc), request) from None
     except Exception as exc:  # e.g. out of memory while loading: say so, stay up  # noqa: BLE001
@@ -528,9 +448,8 @@ def _decode(req: DecodeRequest, loader: Loader, request, progress):
         release_memory(exc)
         raise user_error(f"could not start: {message}", request) from None
     key, flag = _cancel_flag(request)
-    state, trace = _Run(req, pair, ceilings, regime), None
-    frames = in_background(run(pair, ids, req.prompt, req.settings, baseline=req.baseline,
-                               cancel=flag.is_set, policy=policy), min_interval=lambda: state.frame_s)
+    state, trace = _Run(req, prepared.pair, prepared.ceilings, prepared.regime), None
+    frames = in_background(runner.start(prepared, req, cancel=flag.is_set), min_interval=lambda: state.frame_s)
     try:
         for trace in frames:
             began = time.perf_counter()
@@ -546,14 +465,6 @@ def _decode(req: DecodeRequest, loader: Loader, request, progress):
         flag.set()  # if the consumer went away mid-run, the decode thread stops after its step
         if key is not None and _cancels.get(key) is flag:
             del _cancels[key]
-
-
-def depth_policy(name: str, pair, gamma: int, kv_len: int, fast: bool = False, int8: bool = False):
-    """The policy object for the Live tab; the slider's γ is the start (fixed, heuristic) or the
-    cap (confidence, roofline). The roofline policy times the pair's passes first (~1 s), on the
-    path the run takes (fast: app.fastpath; int8: the draft's int8 weights)."""
-    costs = measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
-    return make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
 
 
 def _phase(trace: Trace, req: DecodeRequest) -> str:

@@ -9,6 +9,7 @@ import gradio as gr
 
 import visualizations as viz
 from app.settings import MAX_GAMMA, MAX_NEW_TOKENS
+from app import runner
 from app.ui import handlers, turns
 from app.ui.handlers import View
 from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
@@ -44,13 +45,13 @@ def _controls(devices: list[str]) -> dict:
     hint = "" if default != FALLBACK or PRESETS[FLAGSHIP].installed else f" · {FLAGSHIP_HINT}"
     c["preset"] = gr.Dropdown(handlers.pair_choices(), value=default, label="Model pair (target / draft)",
                               info="hub pairs need a download; shape-only pairs have random weights" + hint)
-    c["prompt_mode"] = gr.Radio([(f"{k}: {v}", k) for k, v in handlers.PROMPT_MODES.items()], value="auto",
+    c["prompt_mode"] = gr.Radio([(f"{k}: {v}", k) for k, v in runner.PROMPT_MODES.items()], value="auto",
                                 label="Prompt as")
     c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram (prompt lookup)", "ngram")],
                             value="model", label="Drafter")
     c["gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
-    c["policy"] = gr.Dropdown(list(handlers.DEPTH_POLICIES), value="fixed", label="Depth policy",
-                              info="; ".join(f"{k}: {v}" for k, v in handlers.DEPTH_POLICIES.items()))
+    c["policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value="fixed", label="Depth policy",
+                              info="; ".join(f"{k}: {v}" for k, v in runner.DEPTH_POLICIES.items()))
     with gr.Accordion("Sampling", open=False):
         c["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
         c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
