@@ -29,8 +29,9 @@ from app.presets import PRESETS
 from app.settings import DecodeSettings, InputError
 from app.trace import Trace
 
-# The Live tab's inputs, in the order its components are wired and parse_request reads them.
-INPUTS = ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p", "top_k",
+# The Live tab's inputs, in the order its components are wired and parse_request reads them;
+# also the /decode API's parameter names (app.ui.live builds decode's signature from them).
+INPUTS = ("prompt", "preset", "drafter", "gamma", "depth_policy", "temperature", "top_p", "top_k",
           "seed", "max_new_tokens", "device", "fast_path", "baseline", "prompt_mode", "draft_int8")
 OPTIONAL = {"prompt_mode": "auto", "draft_int8": False}  # older API clients send 13 inputs
 
@@ -92,8 +93,9 @@ def parse_request(*values, devices: list[str], **named) -> DecodeRequest:
     fast_path, baseline, draft_int8 = (_flag(name, v[name]) for name in ("fast_path", "baseline", "draft_int8"))
     validation.preset(v["preset"])  # presets only: the web app never loads a path or a free-form id
     validation.device(v["device"], devices)
-    if not (isinstance(v["policy"], str) and v["policy"] in DEPTH_POLICIES):
-        raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {v['policy']!r}")
+    policy = v["depth_policy"]
+    if not (isinstance(policy, str) and policy in DEPTH_POLICIES):
+        raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {policy!r}")
     validation.prompt_text(prompt)
     settings = validation.settings(gamma=v["gamma"], temperature=v["temperature"], top_k=v["top_k"],
                                    top_p=v["top_p"], seed=v["seed"], max_new_tokens=v["max_new_tokens"],
@@ -101,7 +103,7 @@ def parse_request(*values, devices: list[str], **named) -> DecodeRequest:
     mode = v["prompt_mode"]
     if not (isinstance(mode, str) and mode in PROMPT_MODES):
         raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {mode!r}")
-    return DecodeRequest(prompt, v["preset"], v["device"], settings, bool(baseline), v["policy"], mode)
+    return DecodeRequest(prompt, v["preset"], v["device"], settings, bool(baseline), policy, mode)
 
 
 def _flag(name: str, value) -> bool:

@@ -5,6 +5,8 @@ timeline and the roofline below, then the token inspector and the downloads.
 ngram=)` returns a ModelPair (app.pairs.get_pair in the app, a tiny pair in tests) and
 `wrap` decorates the decode function (ZeroGPU on Spaces, identity elsewhere).
 """
+import inspect
+
 import gradio as gr
 
 import visualizations as viz
@@ -50,7 +52,7 @@ def _controls(devices: list[str]) -> dict:
     c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram (prompt lookup)", "ngram")],
                             value="model", label="Drafter")
     c["gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
-    c["policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value="fixed", label="Depth policy",
+    c["depth_policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value="fixed", label="Depth policy",
                               info="; ".join(f"{k}: {v}" for k, v in runner.DEPTH_POLICIES.items()))
     with gr.Accordion("Sampling", open=False):
         c["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
@@ -163,19 +165,15 @@ def build(loader, wrap=lambda fn: fn) -> None:
 
 
 def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
-    inputs = [c[k] for k in ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p",
-                             "top_k", "seed", "max_new_tokens", "device", "fast_path", "baseline",
-                             "prompt_mode", "draft_int8")]
+    inputs = [c[name] for name in runner.INPUTS]
     outputs = [o[name] for name in View._fields]
 
-    def decode(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
-               max_new_tokens, device, fast_path, baseline, prompt_mode="auto", draft_int8=False,
-               request: gr.Request = None, progress=gr.Progress()):
+    def decode(*args):
         """Decode `prompt` speculatively; streams the tokens, charts and stats."""
-        inputs = (prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
-                  max_new_tokens, device, fast_path, baseline, prompt_mode, draft_int8)
-        yield from handlers.decode(inputs, loader=loader, request=request, progress=progress)
+        *values, request, progress = args  # the inputs, then what Gradio adds (_signature)
+        yield from handlers.decode(tuple(values), loader=loader, request=request, progress=progress)
 
+    decode.__signature__, decode.__annotations__ = _signature(runner.INPUTS), {"request": gr.Request}
     # preprocess=False: the values arrive as sent and parse_request judges them all, so a bad
     # one (gamma="abc") gets one line naming it, not Gradio's generic error
     event = run_btn.click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",
@@ -188,3 +186,15 @@ def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
     for slider in (o["step"], o["position"]):
         slider.release(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                        api_visibility="private", concurrency_limit=None)
+
+
+def _signature(names) -> inspect.Signature:
+    """decode's signature as Gradio reads it: one parameter per input, named as the /decode API
+    shows them (the optional ones defaulted, runner.OPTIONAL), then the gr.Request and the
+    progress tracker, which Gradio passes after the inputs."""
+    P = inspect.Parameter
+    params = [P(name, P.POSITIONAL_OR_KEYWORD,
+                **({"default": runner.OPTIONAL[name]} if name in runner.OPTIONAL else {})) for name in names]
+    params += [P("request", P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request),
+               P("progress", P.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
+    return inspect.Signature(params)
