@@ -12,8 +12,8 @@ import gradio as gr
 import visualizations as viz
 from app.settings import MAX_GAMMA, MAX_NEW_TOKENS
 from app import runner
-from app.ui import handlers, turns
-from app.ui.handlers import View
+from app.ui import handlers, turns, views
+from app.ui.views import View
 from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
 
 EXAMPLES = [  # questions for the instruction-tuned flagship, openings for the embedded pair
@@ -108,7 +108,7 @@ def _outputs() -> dict:
     o = {}
     gr.HTML(viz.legend_html(), elem_id="sd-legend")
     o["status"] = gr.Markdown("Press **Run** to decode.", label="status", elem_id="sd-status")
-    o["stream"] = gr.HTML(handlers.stream_html(_empty_trace(), finished=False), label="token stream",
+    o["stream"] = gr.HTML(views.stream_html(_empty_trace(), finished=False), label="token stream",
                           elem_id="sd-stream", max_height=640, autoscroll=True)
     o["stats"] = gr.Markdown(label="stats", elem_id="sd-stats")
     o["text"] = gr.Textbox(label="Generated text", lines=3, interactive=False, buttons=["copy"])
@@ -132,7 +132,7 @@ def _inspector() -> dict:
     with gr.Row():
         step = gr.Slider(0, 1, value=0, step=1, label="Step")
         position = gr.Slider(1, MAX_GAMMA, value=1, step=1, label="Draft position in the step")
-    plot = gr.Plot(handlers.inspect(None, 0, 1), show_label=False)
+    plot = gr.Plot(views.inspect(None, 0, 1), show_label=False)
     return {"step": step, "position": position, "inspector": plot}
 
 
@@ -180,11 +180,11 @@ def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
                           show_progress_on=o["stream"], preprocess=False, **turns.queue())
     c["preset"].change(bound_max_new_tokens, [c["preset"], c["max_new_tokens"]], c["max_new_tokens"],
                        api_visibility="private", queue=False, show_progress="hidden")
-    event.then(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
+    event.then(views.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                api_visibility="private")
     stop_btn.click(handlers.stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
     for slider in (o["step"], o["position"]):
-        slider.release(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
+        slider.release(views.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                        api_visibility="private", concurrency_limit=None)
 
 
