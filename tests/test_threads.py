@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from app.timing import same_threads
-from app.ui import handlers, turns
+from app.ui import stream, turns
 
 
 def openmp():
@@ -50,7 +50,7 @@ def test_a_new_thread_ignores_set_num_threads_until_same_threads(one_thread):
 
 def test_the_decode_thread_and_device_turns_use_torchs_count(one_thread):
     omp = one_thread
-    decode = handlers.in_background(omp.omp_get_max_threads() for _ in range(1))  # runs in its thread
+    decode = stream.in_background(omp.omp_get_max_threads() for _ in range(1))  # runs in its thread
     assert list(decode) == [1]
 
     def in_turn():

@@ -9,7 +9,7 @@ from tests.support import STATUS, STREAM, TIMELINE, ROOFLINE, STATS, TEXT, SUMMA
 
 END = 'id="stream-end"'
 PROMPT = "It is a truth universally acknowledged"
-# outputs of /decode, in app.ui.handlers.View order (gr.State is not part of the API)
+# outputs of /decode, in app.ui.views.View order (gr.State is not part of the API)
 
 
 def decode_args(prompt=PROMPT, gamma=4, max_new_tokens=24, baseline=False, temperature=0.0):

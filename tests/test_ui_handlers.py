@@ -11,8 +11,8 @@ import pytest
 
 from app.hardware import Ceilings
 from app.trace import Trace
-from app import annotate
-from app.ui import handlers
+from app import annotate, runner
+from app.ui import handlers, stream, views
 from app.validation import InputError
 
 DATA = Path(__file__).parent / "data" / "trace_small.json"
@@ -21,6 +21,7 @@ END = 'id="stream-end"'
 # baseline, prompt mode
 GOOD = ("It is a truth universally acknowledged", "embedded", "model", 4, "fixed", 0.0, 1.0, 0, 0,
         12, "cpu", False, False, "auto", False)
+DEVICES = ["auto", "cpu"]  # app.runner.parse_request's device choices (app.ui.turns.device_choices)
 
 
 @pytest.fixture
@@ -50,42 +51,42 @@ def with_(**changes):
 # --------------------------------------------------------------------------- pure helpers
 
 def test_csv_rows_one_per_forward_with_every_field(trace):
-    rows = handlers.csv_rows(trace)
+    rows = views.csv_rows(trace)
     baseline = sum(len(s.forwards) for s in trace.baseline.steps)
     assert len(rows) == len(trace.forwards()) + baseline
-    assert set(handlers.CSV_FIELDS) <= set(rows[0])
+    assert set(views.CSV_FIELDS) <= set(rows[0])
     assert rows[0]["run"] == "speculative" and rows[-1]["run"] == "baseline"
     assert [r["step"] for r in rows if r["run"] == "speculative"] == \
         [s.index for s in trace.steps for _ in s.forwards]
 
 
 def test_exports_round_trip(trace, tmp_path):
-    json_path, csv_path = handlers.write_exports(trace, tmp_path)
+    json_path, csv_path = views.write_exports(trace, tmp_path)
     assert Path(json_path).parent.parent == tmp_path
     assert Trace.from_json(Path(json_path).read_text()) == trace
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == len(handlers.csv_rows(trace))
+    assert len(rows) == len(views.csv_rows(trace))
     assert float(rows[0]["seconds"]) == trace.steps[0].forwards[0].seconds
 
 
 def test_exports_are_pruned(trace, tmp_path, monkeypatch):
-    monkeypatch.setattr(handlers, "KEEP_EXPORTS", 2)
+    monkeypatch.setattr(views, "KEEP_EXPORTS", 2)
     for _ in range(4):
-        handlers.write_exports(trace, tmp_path)
+        views.write_exports(trace, tmp_path)
         time.sleep(0.01)
     assert len(list(tmp_path.iterdir())) == 2
 
 
 def test_stream_html_escapes_prompt_and_marks_the_end(trace):
     trace.prompt = '<script>alert("x")</script>'
-    running, done = handlers.stream_html(trace, False), handlers.stream_html(trace, True)
+    running, done = views.stream_html(trace, False), views.stream_html(trace, True)
     assert "<script>" not in running and "&lt;script&gt;" in running
     assert END not in running and END in done
 
 
 def test_summary_json_is_plain(trace):
-    out = handlers.summary_json(trace, {"device": "cpu"})
+    out = views.summary_json(trace, {"device": "cpu"})
     assert json.loads(json.dumps(out)) == out
     assert out["output_text"] == trace.output_text and out["baseline"]["identical"] is not None
 
@@ -103,51 +104,51 @@ def test_safe_message_hides_paths():
     ({"drafter": "oracle"}, "drafter"), ({"max_new_tokens": 2.5}, "max_new_tokens")])
 def test_parse_request_rejects_bad_input(changes, fragment):
     with pytest.raises(InputError, match=fragment):
-        handlers.parse_request(*with_(**changes))
+        runner.parse_request(*with_(**changes), devices=DEVICES)
 
 
 def test_in_background_skips_nothing_it_must_and_reraises():
-    assert list(handlers.in_background(iter([1, 2, 3])))[-1] == 3
+    assert list(stream.in_background(iter([1, 2, 3])))[-1] == 3
 
     def boom():
         yield 1
         raise RuntimeError("engine broke")
     with pytest.raises(RuntimeError, match="engine broke"):
-        list(handlers.in_background(boom()))
+        list(stream.in_background(boom()))
 
 
 def test_in_background_asks_for_the_pause_after_every_item():
     asked = []
-    items = list(handlers.in_background(iter(range(3)), min_interval=lambda: asked.append(1) or 0.0))
+    items = list(stream.in_background(iter(range(3)), min_interval=lambda: asked.append(1) or 0.0))
     assert items[-1] == 2 and len(asked) == len(items)
 
 
 def test_updates_are_paced_by_their_measured_cost(tiny_pair, fake_ceilings, trace):
     """Text updates wait COST_X x their cost (at least FRAME_S); chart updates push the next
     charts COST_X x their cost away (at least CHART_EVERY_S)."""
-    state = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, fake_ceilings)
+    state = stream._Run(runner.parse_request(*GOOD, devices=DEVICES), tiny_pair, fake_ceilings)
     state.view(trace, "decoding", charts=False)
     state.sent(0.001)
-    assert state.frame_s == handlers.FRAME_S
+    assert state.frame_s == stream.FRAME_S
     state.sent(0.05)
-    assert state.frame_s == pytest.approx(handlers.COST_X * 0.05)
+    assert state.frame_s == pytest.approx(stream.COST_X * 0.05)
     state.view(trace, "decoding", charts=True)
     before = time.perf_counter()
     state.sent(0.2)
-    assert state.next_charts >= before + handlers.COST_X * 0.2
-    assert state.frame_s == pytest.approx(handlers.COST_X * 0.05)  # text pacing untouched
+    assert state.next_charts >= before + stream.COST_X * 0.2
+    assert state.frame_s == pytest.approx(stream.COST_X * 0.05)  # text pacing untouched
 
 
 def test_the_roofline_note_says_once_when_the_ceilings_are_too_low(tiny_pair, fake_ceilings, trace):
     import dataclasses
     low = dataclasses.replace(fake_ceilings, measured_bytes_per_s=1e6, measured_flops_per_s=1e6)
-    state = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, low)
+    state = stream._Run(runner.parse_request(*GOOD, devices=DEVICES), tiny_pair, low)
     state.view(trace, "decoding", charts=True)
     note = state.roof["note"]
     assert "too low" in note and "python -m app roofline --refresh" in note
     state.view(trace, "decoding", charts=True)
     assert state.roof["note"] == note  # said once
-    fine = handlers._Run(handlers.parse_request(*GOOD), tiny_pair, fake_ceilings)
+    fine = stream._Run(runner.parse_request(*GOOD, devices=DEVICES), tiny_pair, fake_ceilings)
     fine.view(trace, "decoding", charts=True)
     assert "note" not in fine.roof  # passes at or above their floors: nothing to say
 
@@ -184,7 +185,7 @@ def test_decode_with_baseline_reports_speedup(tiny_pair, fake_ceilings):
     last = run_decode(tiny_pair, with_(baseline=True))[-1]
     assert last.summary["baseline"]["identical"] is True
     assert "measured speedup" in last.stats
-    assert any(r["run"] == "baseline" for r in handlers.csv_rows(last.record.trace))
+    assert any(r["run"] == "baseline" for r in views.csv_rows(last.record.trace))
 
 
 def test_bad_input_raises_gr_error_before_any_update(tiny_pair, fake_ceilings):
@@ -209,7 +210,7 @@ def test_error_mid_run_ends_the_stream_then_raises(tiny_pair, fake_ceilings, mon
     def broken(*a, **k):
         raise RuntimeError("out of memory at /secret/path/model.bin")
         yield
-    monkeypatch.setattr(handlers, "run", broken)
+    monkeypatch.setattr(runner, "run", broken)
     gen = handlers.decode(GOOD, loader=lambda *a, **k: tiny_pair)
     assert END in next(gen).stream
     with pytest.raises(gr.Error) as err:
@@ -220,10 +221,10 @@ def test_error_mid_run_ends_the_stream_then_raises(tiny_pair, fake_ceilings, mon
 def test_inspector_for_steps_and_positions(tiny_pair, fake_ceilings):
     record = run_decode(tiny_pair)[-1].record
     assert set(record.token_text) >= {t for s in record.trace.steps for t in s.emitted_ids}
-    fig = handlers.inspect(record, 0, 99)  # position clamped to the checked ones
+    fig = views.inspect(record, 0, 99)  # position clamped to the checked ones
     assert "Step 0" in fig.layout.title.text
-    assert handlers.inspect(record, 10_000, 1).layout.title.text  # step clamped too
-    assert handlers.inspect(None, 0, 1).layout.title.text
+    assert views.inspect(record, 10_000, 1).layout.title.text  # step clamped too
+    assert views.inspect(None, 0, 1).layout.title.text
 
 
 def test_decode_embedded_preset_with_the_default_loader(embedded_pair, fake_ceilings):
@@ -268,7 +269,7 @@ def test_the_live_roofline_policy_times_the_path_the_run_takes(tiny_dirs, fast, 
     from app import fastpath
     from app.models import load_pair
     pair = load_pair(tiny_dirs[0], tiny_dirs[1], device="cpu")
-    policy = handlers.depth_policy("roofline", pair, 3, 16, fast=fast, int8=int8)
+    policy = runner.depth_policy("roofline", pair, 3, 16, fast=fast, int8=int8)
     assert policy.name == "roofline" and len(policy.t_target) == 4 and policy.t_draft > 0
     assert (pair.target in fastpath._lean[False]) == fast
     assert (pair.draft in fastpath._lean[int8]) == fast

@@ -1,104 +1,38 @@
-"""Handlers of the Live tab: the decode generator and the small functions around it.
+"""Handlers of the Live tab: the decode event and the small functions around it (the pair
+dropdown's choices, stop, error messages safe to show).
 
-The decode generator turns the engine's growing Trace into a `View` (one value per output
-component, in `View._fields` order; live.py wires the components in that order). Everything
-but `decode` itself is a plain function of plain values, testable without a browser.
-
-The engine runs in its own thread (`in_background`); the handler renders its newest state
-whenever Gradio asks for the next update, so drawing and sending never stall the decode.
-Cheap outputs (the token stream, the status line) change with every update; the charts and
-the live stats are rebuilt at most every CHART_EVERY_S seconds (and once at the end). Each kind
-of update is also paced by its own measured cost (making it here plus Gradio's sending it, the
-time from building a View to being asked for the next): at most 1/COST_X of the time goes to
-either, because that work holds the GIL the decode thread needs.
+`decode` is: parse the inputs (app.runner.parse_request) -> wait for the device's turn
+(app.ui.turns) -> app.runner.prepare -> app.runner.start, streamed to the page in a thread
+(app.ui.stream) as `View`s (app.ui.views). Everything but `decode` is a plain function of plain
+values, testable without a browser.
 """
 from __future__ import annotations
 
-import atexit
-import csv
 import gc
 import html
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 import traceback
-import uuid
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
 
 import gradio as gr
 
-import visualizations as viz
-from app import validation
-from app.engine import run, summarize
+from app import runner
 from app.models import resolve_device
-from app.policies import make_policy, measure_costs
-from app.timing import same_threads
-from app.trace import Trace
-from app import annotate, cpu_regime, roofline
-from app.ui import turns
-from app.ui.turns import device_choices  # the Live tab's device dropdown
-from app.settings import DecodeSettings, InputError, ModelLoadError
 from app.presets import PRESETS
+from app.runner import DecodeRequest
+from app.settings import InputError, ModelLoadError
+from app.trace import Trace
+from app.ui import turns
+from app.ui.stream import _Run, in_background
+from app.ui.turns import device_choices  # the Live tab's device dropdown
+from app.ui.views import end_phase
 
-FRAME_S = 0.25       # at most four updates a second: enough for the eye...
-CHART_EVERY_S = 2.0  # charts (and live stats) redrawn at most this often while decoding...
-COST_X = 30          # ...and each kind of update takes at most 1/30 of the time (measured)
-CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound",
-              "weights")
-KEEP_EXPORTS = 64  # export folders kept on disk (oldest removed first)
-# how long a run's downloads (the app's files and Gradio's copies) and its inspector data are kept
-KEEP_S = max(1.0, float(os.environ.get("SPECLAB_KEEP_S", "3600")))
-SWEEP_S = min(60.0, KEEP_S / 2)  # downloads older than KEEP_S are looked for this often
-CONFIDENCE_THRESHOLD = 0.5
-# name -> what the Live tab says about it; built by depth_policy() below
-DEPTH_POLICIES = {
-    "fixed": "always γ drafts per step",
-    "heuristic": "+2 after a fully accepted step, −1 otherwise, within [1, γ]",
-    "confidence": f"draft up to γ, stop once the draft's top probability < {CONFIDENCE_THRESHOLD}",
-    "roofline": "each step, the γ ≤ slider value that maximises E(γ)/T(γ) from measured pass times",
-}
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
-Loader = Callable[..., object]  # (preset, device=, dtype=, ngram=) -> ModelPair
-
-
-class View(NamedTuple):
-    """The decode event's outputs, in the order live.py wires them."""
-    stream: object     # gr.HTML: prompt + coloured tokens (+ end marker when finished)
-    status: object     # gr.Markdown: one line on what is happening
-    timeline: object   # gr.Plot: step_timeline
-    roofline: object   # gr.Plot: roofline_figure
-    stats: object      # gr.Markdown: stats_markdown
-    text: object       # gr.Textbox: the generated text, plain
-    summary: object    # gr.JSON: summary, stop reason, settings
-    step: object       # gr.Slider: the inspector's step (its maximum grows)
-    json_file: object  # gr.DownloadButton: the trace as JSON
-    csv_file: object   # gr.DownloadButton: one row per forward pass
-    record: object     # gr.State: Record, for the inspector
-
-
-@dataclass
-class Record:
-    """What the inspector needs after a run: the trace and the text of every token it shows."""
-    trace: Trace
-    token_text: dict[int, str]
-
-
-@dataclass
-class DecodeRequest:
-    """Validated inputs of one decode."""
-    prompt: str
-    preset: str
-    device: str
-    settings: DecodeSettings  # the fast path too: settings.fast, its one home
-    baseline: bool
-    policy: str = "fixed"
-    prompt_mode: str = "auto"  # PROMPT_MODES
+Loader = runner.Loader  # (preset, device=, dtype=, ngram=) -> ModelPair
 
 
 # --------------------------------------------------------------------------- choices
@@ -125,43 +59,9 @@ def fast_path_note(devices: list[str]) -> str:
 
 # --------------------------------------------------------------------------- inputs
 
-PROMPT_MODES = {"auto": "chat when the target has a chat template, else continuation",
-                "chat": "the prompt is one user message; the model writes the assistant's reply",
-                "continue": "the model continues the prompt's text"}
-
-
 DRAFT_INT8_NOTE = ("the draft reads a quarter of its fp32 bytes per pass (weight-only int8 per row, "
                    "app.lean.Int8Weight): a cheaper, slightly different draft; the output is "
                    "still exactly the target's")
-
-
-def parse_request(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k,
-                  seed, max_new_tokens, device, fast_path, baseline, prompt_mode="auto",
-                  draft_int8=False) -> DecodeRequest:
-    """Check every input before anything is loaded; raises InputError with a one-line message.
-    The values arrive as the client sent them (live.py wires decode with preprocess=False)."""
-    if prompt is not None and not isinstance(prompt, str):
-        raise InputError(f"the prompt must be text, got {prompt!r}")
-    fast_path, baseline, draft_int8 = (_flag(name, value) for name, value in
-                                       (("fast_path", fast_path), ("baseline", baseline), ("draft_int8", draft_int8)))
-    validation.preset(preset)  # presets only: the web app never loads a path or a free-form id
-    validation.device(device, device_choices())
-    if not (isinstance(depth_policy, str) and depth_policy in DEPTH_POLICIES):
-        raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {depth_policy!r}")
-    validation.prompt_text(prompt)
-    settings = validation.settings(gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-                                   seed=seed, max_new_tokens=max_new_tokens, drafter=drafter,
-                                   fast=bool(fast_path), draft_int8=bool(draft_int8))
-    if not (isinstance(prompt_mode, str) and prompt_mode in PROMPT_MODES):
-        raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {prompt_mode!r}")
-    return DecodeRequest(prompt, preset, device, settings, bool(baseline), depth_policy, prompt_mode)
-
-
-def _flag(name: str, value) -> bool:
-    """A checkbox's value: true or false (bool("no") would be True)."""
-    if isinstance(value, bool):
-        return value
-    raise InputError(f"{name} must be true or false, got {value!r}")
 
 
 def safe_message(exc: Exception) -> str:
@@ -226,172 +126,6 @@ def release_memory(exc: BaseException | None = None) -> None:
         mps.empty_cache()
 
 
-# --------------------------------------------------------------------------- pure views
-
-def stream_html(trace: Trace, finished: bool) -> str:
-    """The prompt and every decided token so far, escaped by the visualization builders."""
-    pieces = [p for s in trace.steps for p in s.pieces]
-    return viz.prompt_html(trace.prompt) + viz.token_stream_html(pieces, finished=finished)
-
-
-def plain_text(trace: Trace) -> str:
-    """The output text: the tokenizer's decode once finished, the emitted pieces before."""
-    if trace.stopped:  # set last, after output_text
-        return trace.output_text
-    return "".join(p.text for s in trace.steps for p in s.pieces if p.fate != "rejected")
-
-
-def live_trace(trace: Trace, seconds: float) -> Trace:
-    """The trace with a provisional summary, so stats can be shown while decoding."""
-    if trace.summary is not None:
-        return trace
-    return replace(trace, summary=summarize(trace.steps, seconds))
-
-
-def csv_rows(trace: Trace) -> list[dict]:
-    """One row per forward pass (speculative run, then baseline) with CSV_FIELDS."""
-    runs = [("speculative", trace.steps)] + ([("baseline", trace.baseline.steps)] if trace.baseline else [])
-    rows = []
-    for name, steps in runs:
-        for step in steps:
-            for f in step.forwards:
-                rows.append({"run": name, "step": step.index, "model": f.model, "phase": f.phase,
-                             "batch": f.batch, "tokens": f.tokens, "kv_len": f.kv_len,
-                             "seconds": f.seconds, "flops": f.flops, "bytes": f.bytes, "bound": f.bound,
-                             "weights": f.weights or "model dtype"})
-    return rows
-
-
-def summary_json(trace: Trace, ceilings: dict | None = None) -> dict:
-    """Plain values for the API: summary, stop reason, settings, device, baseline."""
-    out = {"output_text": plain_text(trace), "new_tokens": len(trace.output_ids),
-           "stopped": trace.stopped, "settings": trace.settings, "device": trace.device,
-           "summary": asdict(trace.summary) if trace.summary else None, "baseline": None,
-           "speedup": viz.speedup(trace)}
-    if trace.baseline is not None:
-        b = trace.baseline
-        out["baseline"] = {"tokens_per_s": b.tokens_per_s, "seconds": b.seconds,
-                           "identical": b.identical, "new_tokens": len(b.output_ids)}
-    if ceilings:
-        out["ceilings"] = ceilings
-    return out
-
-
-def token_texts(trace: Trace, tokenizer) -> dict[int, str]:
-    """Text of every token id the inspector may show (drafted, top-k, residual, emitted)."""
-    ids = set()
-    for step in trace.steps:
-        ids.update(step.draft_ids, step.emitted_ids)
-        for c in step.checks:
-            ids.update(c.top_ids, c.residual_ids)
-    return {i: tokenizer.decode([i]) for i in sorted(ids)}
-
-
-def status_line(trace: Trace, req: DecodeRequest, phase: str) -> str:
-    """One Markdown line: what is running where, and how far it got (no user text in it)."""
-    where = f"{trace.device.get('device', '?')}, {trace.device.get('dtype', '?')}"
-    done = f"{len(trace.output_ids)} tokens in {len(trace.steps)} steps"
-    from app.fastpath import label
-    note = f" · fast path: {label(trace.device['device'])}" if req.settings.fast and trace.device.get("device") else ""
-    note += " · draft: int8 weights" if req.settings.draft_int8 else ""
-    return f"**{phase}** · {where} · {done}{note}"
-
-
-def end_phase(trace: Trace) -> str:
-    return {"eos": "Finished (end of text)", "max_new_tokens": "Finished (max new tokens)",
-            "cancelled": "Stopped"}.get(trace.stopped, "Finished")
-
-
-# --------------------------------------------------------------------------- exports
-
-_export_root: Path | None = None
-_served: list[set[str]] = []  # Gradio's copies of the exports: the download buttons' temp_files
-_sweeper: threading.Thread | None = None
-
-
-def export_root() -> Path:
-    """The app's own folder for downloads (created once per process, removed at exit; Gradio
-    serves its own copies of the files it was handed, and nothing else from here)."""
-    global _export_root
-    if _export_root is None:
-        _export_root = Path(tempfile.mkdtemp(prefix="speclab-exports-"))
-        atexit.register(shutil.rmtree, _export_root, ignore_errors=True)
-    return _export_root
-
-
-def expire_downloads(buttons) -> None:
-    """Delete the exports and Gradio's copies of them (those these gr.DownloadButtons served)
-    once older than KEEP_S: one thread per process looks every SWEEP_S seconds; the copies left
-    at exit go then. Not Gradio's delete_cache: its sweep iterates the same sets in a worker
-    thread, and the first file cached meanwhile ends it for good ("Set changed size during
-    iteration"). The buttons must never get an update (gr.skip() included): Gradio answers
-    one with a new component per session, whose copies these sets never see."""
-    global _sweeper
-    _served.extend(button.temp_files for button in buttons)
-    if _sweeper is None:
-        _sweeper = threading.Thread(target=_sweep_forever, daemon=True, name="speclab-downloads")
-        _sweeper.start()
-        atexit.register(sweep, 0.0)
-
-
-def _sweep_forever() -> None:
-    while True:
-        time.sleep(SWEEP_S)
-        try:
-            sweep()
-        except Exception:  # noqa: BLE001 - one failed sweep must not end the next ones
-            traceback.print_exc()
-
-
-def sweep(keep_s: float | None = None) -> None:
-    """Delete export folders, and Gradio's copies of exports, older than keep_s (KEEP_S)."""
-    keep_s = KEEP_S if keep_s is None else keep_s
-    if _export_root is not None and _export_root.is_dir():  # at exit, it may be gone already
-        _prune(_export_root, keep_s)
-    expired = time.time() - keep_s
-    for paths in list(_served):
-        for path in tuple(paths):  # a copy: Gradio adds paths from its event loop meanwhile
-            try:
-                if os.stat(path).st_mtime >= expired:
-                    continue
-                os.remove(path)
-                os.rmdir(os.path.dirname(path))  # Gradio's folder for this copy, if now empty
-            except OSError:  # gone already, or its folder holds other files
-                pass
-            paths.discard(path)
-
-
-def write_exports(trace: Trace, root: Path | None = None) -> tuple[str, str]:
-    """trace.json and forwards.csv in a new folder under the export root; old ones pruned.
-    Gradio serves its own copies of these (deleted KEEP_S after they were made: sweep())."""
-    root = root or export_root()
-    folder = root / uuid.uuid4().hex[:12]
-    folder.mkdir(parents=True)
-    json_path, csv_path = folder / "trace.json", folder / "forwards.csv"
-    json_path.write_text(trace.to_json())
-    with csv_path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=("run",) + CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_rows(trace))
-    _prune(root)
-    return str(json_path), str(csv_path)
-
-
-def _prune(root: Path, keep_s: float | None = None) -> None:
-    """Remove export folders older than keep_s (KEEP_S), and all but the newest KEEP_EXPORTS."""
-    folders = []
-    for folder in root.iterdir():
-        try:
-            folders.append((folder.stat().st_mtime, folder))
-        except FileNotFoundError:  # pruned by a run on another device meanwhile
-            continue
-    folders.sort()
-    expired = time.time() - (KEEP_S if keep_s is None else keep_s)
-    for i, (made, folder) in enumerate(folders):
-        if i < len(folders) - KEEP_EXPORTS or made < expired:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
 # --------------------------------------------------------------------------- stop
 
 _cancels: dict[str, threading.Event] = {}
@@ -411,155 +145,6 @@ def _cancel_flag(request) -> tuple[str | None, threading.Event]:
     return key, flag
 
 
-# --------------------------------------------------------------------------- inspector
-
-def inspect(record: Record | None, step: float, position: float):
-    """The verification inspector for one step and draft position (1-based, clamped)."""
-    if record is None or not record.trace.steps:
-        return viz.inspector_figure(_empty_step(), None)
-    steps = record.trace.steps
-    event = steps[min(max(int(step or 0), 0), len(steps) - 1)]
-    pos = None if not event.checks else min(max(int(position or 1), 1), len(event.checks)) - 1
-    return viz.inspector_figure(event, pos, token_text=record.token_text)
-
-
-def _empty_step():
-    from app.trace import StepEvent
-    return StepEvent(index=0, gamma=0, draft_ids=[], q_draft=[], checks=[], n_accepted=0,
-                     emitted_ids=[], pieces=[], forwards=[])
-
-
-# --------------------------------------------------------------------------- decode
-
-class _Run:
-    """The state of one decode in progress: what to draw, and when. Charts are first drawn
-    CHART_EVERY_S seconds in (a short decode draws them once, at the end), then again at most
-    every CHART_EVERY_S seconds; text updates come at most every FRAME_S seconds. Each kind
-    waits at least COST_X times what its last update cost (sent(): built and sent), so drawing
-    (plotly is slow) and sending never take more than 1/COST_X of the decode's time each."""
-
-    def __init__(self, req: DecodeRequest, pair, ceilings, regime=None):
-        self.req, self.pair, self.ceilings = req, pair, ceilings
-        self.annotate = annotate.Annotator(pair, ceilings)
-        self.roof = ceilings.to_dict()  # what the roofline figure and the API show
-        self.warned = False  # whether the note already says the ceilings are too low
-        if regime is not None:  # app.cpu_regime: is the knee visible on this CPU?
-            self.roof |= {"note": regime.explanation, "cpu_regime": regime.to_dict()}
-        self.start = time.perf_counter()
-        self.next_charts = self.start + CHART_EVERY_S
-        self.frame_s = FRAME_S       # the pause before the next text update (in_background)
-        self.charted = False         # whether the last View carried charts
-
-    def view(self, trace: Trace, phase: str, finished: bool = False, charts: bool | None = None) -> View:
-        """The stream, status and text; the charts too when finished or due (charts=None), or
-        as `charts` says."""
-        skip = gr.skip()
-        if charts is None:
-            charts = finished or time.perf_counter() >= self.next_charts
-        self.charted = charts
-        # the downloads are emptied, never skipped: Gradio answers a skip (an update) with a new
-        # component for the session, whose cached files expire_downloads() would never see
-        view = View(stream=stream_html(trace, finished), status=status_line(trace, self.req, phase),
-                    timeline=skip, roofline=skip, stats=skip, text=plain_text(trace),
-                    summary=skip, step=skip, json_file=None, csv_file=None, record=skip)
-        return self._with_charts(view, trace) if charts else view
-
-    def _with_charts(self, view: View, trace: Trace) -> View:
-        began = time.perf_counter()
-        self.annotate.trace(trace)
-        warning = None if self.warned else roofline.forwards_warning(trace.all_forwards(), self.annotate.ceilings)
-        if warning:  # stale ceilings: say so on the plot, once
-            self.roof["note"], self.warned = " ".join(filter(None, (self.roof.get("note"), warning))), True
-        view = view._replace(
-            timeline=viz.step_timeline(trace),
-            roofline=viz.roofline_figure(trace.all_forwards(), self.roof),
-            stats=viz.stats_markdown(live_trace(trace, began - self.start)))
-        return view
-
-    def sent(self, seconds: float) -> None:
-        """The last View took `seconds` from building it to Gradio asking for the next one:
-        pace the next update of its kind by that cost."""
-        if self.charted:
-            self.next_charts = time.perf_counter() + max(CHART_EVERY_S, COST_X * seconds)
-        else:
-            self.frame_s = max(FRAME_S, COST_X * seconds)
-
-    def final(self, trace: Trace, phase: str) -> View:
-        note = self.annotate.trace(trace, settle=True)  # the decode is over: re-measure ceilings a pass beat
-        if note:  # replaces the live charts' "too low" warning; keeps the CPU-regime verdict
-            regime = self.roof.get("cpu_regime", {}).get("explanation")
-            self.roof |= self.annotate.ceilings.to_dict() | {"note": " ".join(filter(None, (regime, note)))}
-            self.warned = True
-        view = self.view(trace, phase, finished=True)
-        json_path, csv_path = write_exports(trace)
-        record = Record(trace, token_texts(trace, self.pair.tokenizer))
-        return view._replace(summary=summary_json(trace, self.roof),
-                             step=gr.update(maximum=max(len(trace.steps) - 1, 1), value=0),
-                             json_file=json_path, csv_file=csv_path, record=record)
-
-
-def in_background(iterator: Iterator, min_interval: Callable[[], float] = lambda: 0.0):
-    """Run `iterator` in its own thread and yield its newest item when the consumer is ready,
-    at most once per min_interval() seconds (asked after each item): a slow consumer (drawing,
-    the network) skips items instead of slowing the producer, and a fast one does not fight it
-    for the GIL (a thread that keeps the GIL busy makes every torch op of the producer wait to
-    get it back).
-    Re-raises the producer's exception; ends when the producer does."""
-    ready, box = threading.Condition(), {"item": None, "new": False, "done": False, "error": None}
-
-    def produce():
-        try:
-            same_threads()  # a new thread: apply torch's thread count to it (app.timing)
-            for item in iterator:
-                with ready:
-                    box.update(item=item, new=True)
-                    ready.notify()
-        except BaseException as exc:  # handed to the consumer, raised there
-            box["error"] = exc
-        finally:
-            with ready:
-                box["done"] = True
-                ready.notify()
-
-    threading.Thread(target=produce, daemon=True, name="speclab-decode").start()
-    last, next_at = None, 0.0
-    while True:
-        with ready:
-            ready.wait_for(lambda: box["done"], timeout=max(0.0, next_at - time.perf_counter()))
-            ready.wait_for(lambda: box["new"] or box["done"])
-            item, new, done, box["new"] = box["item"], box["new"], box["done"], False
-        if box["error"] is not None:
-            raise box["error"]
-        if new and (not done or item is not last):
-            yield item
-            last, next_at = item, time.perf_counter() + min_interval()
-        if done:
-            return
-
-
-def _prepare(req: DecodeRequest, loader: Loader, progress) -> tuple:
-    """Load the pair, tokenise the prompt, measure the ceilings and, on a CPU, whether the knee
-    is visible (app.cpu_regime, ~1 s once per model): (pair, prompt ids, ceilings, regime)."""
-    gguf = PRESETS[req.preset].kind == "gguf"
-    progress(0.05, desc=f"loading model pair {req.preset}"
-             + (" (the first load dequantises the 4-bit GGUF: ~40 s, once)" if gguf else ""))
-    pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
-    # an instruction-tuned target answers a user turn; the others continue the text
-    chat = validation.chat_for(req.prompt_mode, pair.tokenizer)
-    ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, chat)
-    if not annotate.known(pair.device, pair.dtype):
-        progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
-    ceilings = annotate.ceilings(pair.device, pair.dtype,
-                                 progress=lambda f, msg: progress(0.2 + 0.8 * f, desc=msg))
-    regime = None
-    if pair.device == "cpu":
-        progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?"
-                 + (" (a first Fast-path run also times which product form suits each pass size:"
-                    " a few seconds, once per model)" if req.settings.fast else ""))
-        regime = cpu_regime.probe(pair.target, pair.device, ceilings.device_name, fast=req.settings.fast)
-    return pair, ids, ceilings, regime
-
-
 def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
     """Generator: validate, wait for the device's turn (app.ui.turns), load, decode; yields a
     View after every step and a final one with the end marker. Bad input raises gr.Error
@@ -567,7 +152,7 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
     if progress is None:  # not `progress or ...`: a gr.Progress with nothing tracked is falsy
         progress = lambda *a, **k: None  # noqa: E731
     try:
-        req = parse_request(*inputs)
+        req = runner.parse_request(*inputs, devices=device_choices())
         device = resolve_device(req.device)
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, no such device
         raise user_error(safe_message(exc), request) from None
@@ -577,9 +162,7 @@ def decode(inputs: tuple, *, loader: Loader, request=None, progress=None):
 
 def _decode(req: DecodeRequest, loader: Loader, request, progress):
     try:
-        pair, ids, ceilings, regime = _prepare(req, loader, progress)
-        policy = depth_policy(req.policy, pair, req.settings.gamma, len(ids), req.settings.fast,
-                              req.settings.draft_int8)
+        prepared = runner.prepare(req, loader, progress)
     except (InputError, ModelLoadError, ValueError) as exc:  # bad input, missing model
         raise user_error(safe_message(exc), request) from None
     except Exception as exc:  # e.g. out of memory while loading: say so, stay up  # noqa: BLE001
@@ -587,9 +170,8 @@ def _decode(req: DecodeRequest, loader: Loader, request, progress):
         release_memory(exc)
         raise user_error(f"could not start: {message}", request) from None
     key, flag = _cancel_flag(request)
-    state, trace = _Run(req, pair, ceilings, regime), None
-    frames = in_background(run(pair, ids, req.prompt, req.settings, baseline=req.baseline,
-                               cancel=flag.is_set, policy=policy), min_interval=lambda: state.frame_s)
+    state, trace = _Run(req, prepared.pair, prepared.ceilings, prepared.regime), None
+    frames = in_background(runner.start(prepared, req, cancel=flag.is_set), min_interval=lambda: state.frame_s)
     try:
         for trace in frames:
             began = time.perf_counter()
@@ -605,14 +187,6 @@ def _decode(req: DecodeRequest, loader: Loader, request, progress):
         flag.set()  # if the consumer went away mid-run, the decode thread stops after its step
         if key is not None and _cancels.get(key) is flag:
             del _cancels[key]
-
-
-def depth_policy(name: str, pair, gamma: int, kv_len: int, fast: bool = False, int8: bool = False):
-    """The policy object for the Live tab; the slider's γ is the start (fixed, heuristic) or the
-    cap (confidence, roofline). The roofline policy times the pair's passes first (~1 s), on the
-    path the run takes (fast: app.fastpath; int8: the draft's int8 weights)."""
-    costs = measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
-    return make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
 
 
 def _phase(trace: Trace, req: DecodeRequest) -> str:

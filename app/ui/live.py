@@ -5,12 +5,15 @@ timeline and the roofline below, then the token inspector and the downloads.
 ngram=)` returns a ModelPair (app.pairs.get_pair in the app, a tiny pair in tests) and
 `wrap` decorates the decode function (ZeroGPU on Spaces, identity elsewhere).
 """
+import inspect
+
 import gradio as gr
 
 import visualizations as viz
 from app.settings import MAX_GAMMA, MAX_NEW_TOKENS
-from app.ui import handlers, turns
-from app.ui.handlers import View
+from app import runner
+from app.ui import handlers, turns, views
+from app.ui.views import View
 from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
 
 EXAMPLES = [  # questions for the instruction-tuned flagship, openings for the embedded pair
@@ -44,13 +47,13 @@ def _controls(devices: list[str]) -> dict:
     hint = "" if default != FALLBACK or PRESETS[FLAGSHIP].installed else f" · {FLAGSHIP_HINT}"
     c["preset"] = gr.Dropdown(handlers.pair_choices(), value=default, label="Model pair (target / draft)",
                               info="hub pairs need a download; shape-only pairs have random weights" + hint)
-    c["prompt_mode"] = gr.Radio([(f"{k}: {v}", k) for k, v in handlers.PROMPT_MODES.items()], value="auto",
+    c["prompt_mode"] = gr.Radio([(f"{k}: {v}", k) for k, v in runner.PROMPT_MODES.items()], value="auto",
                                 label="Prompt as")
     c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram (prompt lookup)", "ngram")],
                             value="model", label="Drafter")
     c["gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
-    c["policy"] = gr.Dropdown(list(handlers.DEPTH_POLICIES), value="fixed", label="Depth policy",
-                              info="; ".join(f"{k}: {v}" for k, v in handlers.DEPTH_POLICIES.items()))
+    c["depth_policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value="fixed", label="Depth policy",
+                              info="; ".join(f"{k}: {v}" for k, v in runner.DEPTH_POLICIES.items()))
     with gr.Accordion("Sampling", open=False):
         c["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
         c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
@@ -105,7 +108,7 @@ def _outputs() -> dict:
     o = {}
     gr.HTML(viz.legend_html(), elem_id="sd-legend")
     o["status"] = gr.Markdown("Press **Run** to decode.", label="status", elem_id="sd-status")
-    o["stream"] = gr.HTML(handlers.stream_html(_empty_trace(), finished=False), label="token stream",
+    o["stream"] = gr.HTML(views.stream_html(_empty_trace(), finished=False), label="token stream",
                           elem_id="sd-stream", max_height=640, autoscroll=True)
     o["stats"] = gr.Markdown(label="stats", elem_id="sd-stats")
     o["text"] = gr.Textbox(label="Generated text", lines=3, interactive=False, buttons=["copy"])
@@ -129,17 +132,17 @@ def _inspector() -> dict:
     with gr.Row():
         step = gr.Slider(0, 1, value=0, step=1, label="Step")
         position = gr.Slider(1, MAX_GAMMA, value=1, step=1, label="Draft position in the step")
-    plot = gr.Plot(handlers.inspect(None, 0, 1), show_label=False)
+    plot = gr.Plot(views.inspect(None, 0, 1), show_label=False)
     return {"step": step, "position": position, "inspector": plot}
 
 
 def _exports() -> dict:
     gr.Markdown("### Export this run\nThe files and the inspector's data are kept for "
-                f"{handlers.KEEP_S / 60:g} minutes after the run, then deleted.")
+                f"{views.KEEP_S / 60:g} minutes after the run, then deleted.")
     with gr.Row():
         json_file = gr.DownloadButton("Trace (JSON)", value=None, interactive=True)
         csv_file = gr.DownloadButton("Forward passes (CSV)", value=None, interactive=True)
-    handlers.expire_downloads([json_file, csv_file])
+    views.expire_downloads([json_file, csv_file])
     with gr.Accordion("Summary as JSON (what the API returns)", open=False):
         summary = gr.JSON(label="Summary")
     return {"json_file": json_file, "csv_file": csv_file, "summary": summary}
@@ -159,33 +162,41 @@ def build(loader, wrap=lambda fn: fn) -> None:
     o |= _charts()
     o |= _inspector()
     o |= _exports()
-    o["record"] = gr.State(None, time_to_live=handlers.KEEP_S)  # the inspector's data, then freed
+    o["record"] = gr.State(None, time_to_live=views.KEEP_S)  # the inspector's data, then freed
     _wire(c, o, run_btn, stop_btn, loader, wrap)
 
 
 def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
-    inputs = [c[k] for k in ("prompt", "preset", "drafter", "gamma", "policy", "temperature", "top_p",
-                             "top_k", "seed", "max_new_tokens", "device", "fast_path", "baseline",
-                             "prompt_mode", "draft_int8")]
+    inputs = [c[name] for name in runner.INPUTS]
     outputs = [o[name] for name in View._fields]
 
-    def decode(prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
-               max_new_tokens, device, fast_path, baseline, prompt_mode="auto", draft_int8=False,
-               request: gr.Request = None, progress=gr.Progress()):
+    def decode(*args):
         """Decode `prompt` speculatively; streams the tokens, charts and stats."""
-        inputs = (prompt, preset, drafter, gamma, depth_policy, temperature, top_p, top_k, seed,
-                  max_new_tokens, device, fast_path, baseline, prompt_mode, draft_int8)
-        yield from handlers.decode(inputs, loader=loader, request=request, progress=progress)
+        *values, request, progress = args  # the inputs, then what Gradio adds (_signature)
+        yield from handlers.decode(tuple(values), loader=loader, request=request, progress=progress)
 
+    decode.__signature__, decode.__annotations__ = _signature(runner.INPUTS), {"request": gr.Request}
     # preprocess=False: the values arrive as sent and parse_request judges them all, so a bad
     # one (gamma="abc") gets one line naming it, not Gradio's generic error
     event = run_btn.click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",
                           show_progress_on=o["stream"], preprocess=False, **turns.queue())
     c["preset"].change(bound_max_new_tokens, [c["preset"], c["max_new_tokens"]], c["max_new_tokens"],
                        api_visibility="private", queue=False, show_progress="hidden")
-    event.then(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
+    event.then(views.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                api_visibility="private")
     stop_btn.click(handlers.stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
     for slider in (o["step"], o["position"]):
-        slider.release(handlers.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
+        slider.release(views.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                        api_visibility="private", concurrency_limit=None)
+
+
+def _signature(names) -> inspect.Signature:
+    """decode's signature as Gradio reads it: one parameter per input, named as the /decode API
+    shows them (the optional ones defaulted, runner.OPTIONAL), then the gr.Request and the
+    progress tracker, which Gradio passes after the inputs."""
+    P = inspect.Parameter
+    params = [P(name, P.POSITIONAL_OR_KEYWORD,
+                **({"default": runner.OPTIONAL[name]} if name in runner.OPTIONAL else {})) for name in names]
+    params += [P("request", P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request),
+               P("progress", P.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
+    return inspect.Signature(params)

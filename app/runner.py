@@ -1,0 +1,158 @@
+"""One decode, one path: request -> load -> prepare -> policy -> run.
+
+The Live tab (app.ui.handlers) and the CLI (app.cli generate) decode through here:
+
+  * request: `parse_request` checks every input (positional in INPUTS order, or by name) before
+    anything is loaded and returns a DecodeRequest; the CLI builds its DecodeRequest from its
+    own checked arguments;
+  * load: `prepare` calls the caller's loader (the app: app.pairs.get_pair; the CLI: its
+    --pair / --target choice);
+  * prepare: the prompt tokenised (chat template or not, app.validation), the device's measured
+    ceilings (app.annotate) and, on a CPU, whether the knee is visible (app.cpu_regime);
+  * policy: the depth policy (app.policies; the roofline one times the pair's passes first);
+  * run: `start` hands the prepared pair to app.engine.run, which yields the growing Trace.
+
+The lessons (app.lessons.common.decode) time bare generator runs of a pair they already hold
+(no Trace, no ceilings, no policy by name): a different measurement, not this pipeline.
+Nothing here imports gradio: the web page's concerns (events, streaming, views, exports) stay
+in app.ui.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from app import annotate, cpu_regime, validation
+from app.engine import run
+from app.policies import make_policy, measure_costs
+from app.presets import PRESETS
+from app.settings import DecodeSettings, InputError
+from app.trace import Trace
+
+# The Live tab's inputs, in the order its components are wired and parse_request reads them;
+# also the /decode API's parameter names (app.ui.live builds decode's signature from them).
+INPUTS = ("prompt", "preset", "drafter", "gamma", "depth_policy", "temperature", "top_p", "top_k",
+          "seed", "max_new_tokens", "device", "fast_path", "baseline", "prompt_mode", "draft_int8")
+OPTIONAL = {"prompt_mode": "auto", "draft_int8": False}  # older API clients send 13 inputs
+
+CONFIDENCE_THRESHOLD = 0.5
+# name -> what the Live tab says about it; built by depth_policy() below
+DEPTH_POLICIES = {
+    "fixed": "always γ drafts per step",
+    "heuristic": "+2 after a fully accepted step, −1 otherwise, within [1, γ]",
+    "confidence": f"draft up to γ, stop once the draft's top probability < {CONFIDENCE_THRESHOLD}",
+    "roofline": "each step, the γ ≤ slider value that maximises E(γ)/T(γ) from measured pass times",
+}
+PROMPT_MODES = {"auto": "chat when the target has a chat template, else continuation",
+                "chat": "the prompt is one user message; the model writes the assistant's reply",
+                "continue": "the model continues the prompt's text"}
+
+Loader = Callable[..., object]  # (preset, device=, dtype=, ngram=) -> ModelPair
+Progress = Callable[..., None]  # (fraction, desc=message), as gr.Progress
+
+
+@dataclass
+class DecodeRequest:
+    """Validated inputs of one decode."""
+    prompt: str
+    preset: str | None  # None: the CLI's --target/--draft pair
+    device: str
+    settings: DecodeSettings  # the fast path too: settings.fast, its one home
+    baseline: bool
+    policy: str = "fixed"
+    prompt_mode: str = "auto"  # PROMPT_MODES
+
+
+@dataclass
+class Prepared:
+    """What a decode needs once the pair is loaded: the pair, the prompt's token ids, the
+    device's ceilings, the CPU regime (None off a CPU, or when not probed) and the policy."""
+    pair: object
+    ids: list[int]
+    ceilings: object
+    regime: object
+    policy: object
+
+
+# --------------------------------------------------------------------------- request
+
+def parse_request(*values, devices: list[str], **named) -> DecodeRequest:
+    """Check every input before anything is loaded; raises InputError with a one-line message.
+    `values` in INPUTS order (the last two may be left out), or `named` by INPUTS name;
+    `devices`: the device names this machine offers (app.ui.turns.device_choices()).
+    The values arrive as the client sent them (live.py wires decode with preprocess=False)."""
+    if len(values) > len(INPUTS) or set(named) - set(INPUTS):
+        raise TypeError(f"parse_request takes the inputs {', '.join(INPUTS)}")
+    v = OPTIONAL | dict(zip(INPUTS, values)) | named
+    missing = [name for name in INPUTS if name not in v]
+    if missing:
+        raise TypeError(f"parse_request is missing {', '.join(missing)}")
+    prompt = v["prompt"]
+    if prompt is not None and not isinstance(prompt, str):
+        raise InputError(f"the prompt must be text, got {prompt!r}")
+    fast_path, baseline, draft_int8 = (_flag(name, v[name]) for name in ("fast_path", "baseline", "draft_int8"))
+    validation.preset(v["preset"])  # presets only: the web app never loads a path or a free-form id
+    validation.device(v["device"], devices)
+    policy = v["depth_policy"]
+    if not (isinstance(policy, str) and policy in DEPTH_POLICIES):
+        raise InputError(f"depth policy must be one of {', '.join(DEPTH_POLICIES)}, got {policy!r}")
+    validation.prompt_text(prompt)
+    settings = validation.settings(gamma=v["gamma"], temperature=v["temperature"], top_k=v["top_k"],
+                                   top_p=v["top_p"], seed=v["seed"], max_new_tokens=v["max_new_tokens"],
+                                   drafter=v["drafter"], fast=bool(fast_path), draft_int8=bool(draft_int8))
+    mode = v["prompt_mode"]
+    if not (isinstance(mode, str) and mode in PROMPT_MODES):
+        raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {mode!r}")
+    return DecodeRequest(prompt, v["preset"], v["device"], settings, bool(baseline), policy, mode)
+
+
+def _flag(name: str, value) -> bool:
+    """A checkbox's value: true or false (bool("no") would be True)."""
+    if isinstance(value, bool):
+        return value
+    raise InputError(f"{name} must be true or false, got {value!r}")
+
+
+# --------------------------------------------------------------------------- load, prepare, policy
+
+def prepare(req: DecodeRequest, loader: Loader, progress: Progress, *, regime: bool = True) -> Prepared:
+    """Load the pair, tokenise the prompt, measure the ceilings and, on a CPU (regime=True),
+    whether the knee is visible (app.cpu_regime, ~1 s once per model); then the depth policy.
+    `progress(fraction, desc=message)` hears each stage."""
+    gguf = req.preset in PRESETS and PRESETS[req.preset].kind == "gguf"
+    progress(0.05, desc=f"loading model pair {req.preset}"
+             + (" (the first load dequantises the 4-bit GGUF: ~40 s, once)" if gguf else ""))
+    pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
+    # an instruction-tuned target answers a user turn; the others continue the text
+    chat = validation.chat_for(req.prompt_mode, pair.tokenizer)
+    ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, chat)
+    if not annotate.known(pair.device, pair.dtype):
+        progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
+    ceilings = annotate.ceilings(pair.device, pair.dtype,
+                                 progress=lambda f, msg: progress(0.2 + 0.8 * f, desc=msg))
+    found = None
+    if regime and pair.device == "cpu":
+        progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?"
+                 + (" (a first Fast-path run also times which product form suits each pass size:"
+                    " a few seconds, once per model)" if req.settings.fast else ""))
+        found = cpu_regime.probe(pair.target, pair.device, ceilings.device_name, fast=req.settings.fast)
+    s = req.settings
+    policy = depth_policy(req.policy, pair, s.gamma, len(ids), s.fast, s.draft_int8)
+    return Prepared(pair, ids, ceilings, found, policy)
+
+
+def depth_policy(name: str, pair, gamma: int, kv_len: int, fast: bool = False, int8: bool = False):
+    """The policy object; the request's γ is the start (fixed, heuristic) or the cap
+    (confidence, roofline). The roofline policy times the pair's passes first (~1 s), on the
+    path the run takes (fast: app.fastpath; int8: the draft's int8 weights)."""
+    costs = measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
+    return make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
+
+
+# --------------------------------------------------------------------------- run
+
+def start(prepared: Prepared, req: DecodeRequest, cancel: Callable[[], bool] | None = None) -> Iterator[Trace]:
+    """The decode (app.engine.run): the growing Trace after every step, complete at the end
+    (with the baseline run when the request asks for it). cancel() ends it after a step."""
+    return run(prepared.pair, prepared.ids, req.prompt, req.settings, baseline=req.baseline,
+               cancel=cancel, policy=prepared.policy)
