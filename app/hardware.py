@@ -9,15 +9,10 @@ Three jobs, one per section below:
    Datasheet numbers are ceilings nobody reaches; they are drawn for reference only.
 3. `measure_ceilings`: the ceilings the roofline actually uses - a large device-to-device copy
    (bytes read + bytes written per second) and a large matmul (2*n^3 FLOPs per second) in the
-   run's dtype, best of REPEATS timed runs, device synchronised before every clock read, cached
-   as JSON under $SPECLAB_CACHE_DIR (default ~/.cache/speclab/), keyed by device name, dtype and
-   torch version (and torch's thread count on CPU). A busy machine only ever slows a run, so the
-   best run is the closest to the device's real rate; ceilings cached while the machine was busy
-   all along are caught later by app.roofline.CeilingCheck (a pass under its floor) and measured
-   again.
-
-Measured on an H200 (shared/anchors): copy ~4.2 TB/s of the 4.8 datasheet, 8192^3 bf16 matmul
-~775 TFLOP/s of the 989 datasheet.
+   run's dtype, best of REPEATS timed runs (a busy machine only slows a run), device synchronised
+   before every clock read, cached under $SPECLAB_CACHE_DIR (default ~/.cache/speclab/) by device
+   name, dtype, torch version (and thread count on CPU). Ceilings cached while the machine was
+   busy are caught by app.roofline.CeilingCheck (a pass under its floor) and measured again.
 """
 from __future__ import annotations
 

@@ -35,6 +35,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+# the products, here under their old names too (tests and the fast path patch and read them here)
+from app.products import (FEW_ROWS, PADDED_ROWS, STREAMING_BYTES, Int8Weight, choose_form_rows,  # noqa: F401
+                          few_rows_product, linear, plus_bias)
+
 MODEL_TYPES = ("llama", "mistral", "qwen2")
 HEAD_T_MIN_VOCAB = 16384  # vocabularies from this size may keep a transposed output matrix (_keep_head_t)
 
@@ -97,108 +101,6 @@ class LeanCache:
         if not 0 <= keep <= self.length:
             raise ValueError(f"cannot crop a cache of length {self.length} to {keep}")
         self.length = keep
-
-
-@dataclass(slots=True)
-class Int8Weight:
-    """A [out, in] weight as int8 per output row, w ~ data * scale[:, None] (weight-only int8,
-    as gpt-fast quantises: symmetric, absmax per row). A quarter of fp32's bytes for a pass
-    that streams its weights; the product runs torch's _weight_int8pack_mm, bf16 activations."""
-    data: torch.Tensor    # [out, in] int8
-    scale: torch.Tensor   # [out] bfloat16
-
-    @classmethod
-    def of(cls, w: torch.Tensor) -> Int8Weight:
-        w = w.detach().float()
-        # the kernel takes bf16 scales: round up (bf16 keeps 8 significant bits) so that the
-        # stored scale is never below absmax / 127 and every |w / scale| fits in 127
-        scale = (w.abs().amax(1) / 127 * (1 + 2 ** -7)).clamp_min(1e-12).to(torch.bfloat16)  # [out]
-        data = torch.round(w / scale.float()[:, None]).clamp(-127, 127).to(torch.int8)      # [out, in]
-        return cls(data, scale)
-
-
-FEW_ROWS = 8  # decode, draft and verify passes (gamma + 1 <= 8 tokens at batch 1)
-# Row counts computed one row wider: n + 1 rows ran faster than n (the extra row a copy of the
-# first, its output dropped). One row padded to two since a0698b2; the lean SmolLM2 target on the
-# AVX2 EPYC, benchmarks/cpu_few_rows.py --padding (median of 3 interleaved rounds): 3 rows 103 ->
-# 86 ms as installed, 106 -> 86 with MKL_CBWR=AVX2; 7 rows 150 -> 128 and 145 -> 130. Padding
-# the other counts gains nothing there (5 rows cost 107-112 ms, 6 rows 122-131).
-PADDED_ROWS = {1: 2, 3: 4, 7: 8}
-STREAMING_BYTES = 32 << 20  # weights beyond this (a server CPU's L3 cache) stream from memory each pass
-
-
-def few_rows_product(flat: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """flat [n, in] (1 <= n <= FEW_ROWS) @ w.T -> [n, out], computed as (w @ flat.T).T, padded
-    by one row for the counts in PADDED_ROWS (1 to 2, 3 to 4, 7 to 8). Same products as
-    F.linear (equal to ~1e-5), another MKL code path: on the 2-core AMD EPYC (AVX2) dev CPU,
-    F.linear's few-row fp32 product streamed the weights at about half the speed of this form,
-    and as installed (no MKL_CBWR) took MKL's slow path for 2-8 rows that this form avoids.
-    Measured there (benchmarks/cpu_few_rows.py; research/RESULTS.md: "Few-row
-    products in another form"). It pays for its extra calls (the copies in and out) only when
-    the weights stream from memory, so LeanModel considers it (linear's form_rows, by
-    choose_form_rows) only for models whose weights exceed
-    STREAMING_BYTES.
-    Measured on that CPU: SmolLM2 (540 MB) 88 -> 71 ms a one-token pass with MKL_CBWR=AVX2; the
-    embedded 1 x 128 draft (2.9 MB), median of 12 interleaved rounds, 0.96 ms with F.linear and
-    1.10 in this form."""
-    n = flat.shape[0]
-    pad = PADDED_ROWS.get(n, n) - n
-    rows = (torch.cat((flat, flat[:pad])) if pad else flat).contiguous()  # [n + pad, in]
-    return (w @ rows.T).T[:n].contiguous()                                # [n, out]
-
-
-def choose_form_rows(weights: list[torch.Tensor], rounds: int = 3, products=None) -> frozenset[int]:
-    """The row counts n in 1..FEW_ROWS for which few_rows_product beats F.linear on this CPU,
-    measured: one sweep is a product of n random rows with every matrix in `weights` (each
-    [out, in], fp32: a whole model's, so they stream from memory as in a pass); after one
-    untimed sweep per form, each n is timed `rounds` times per form and the medians compared.
-    `products` ({"form": f, "linear": g}, each (x [n, in], w) -> [n, out]) is for tests.
-    Why measured: the winner depends on the CPU and its MKL setting (benchmarks/cpu_few_rows.py
-    --qs 1 2 3 4 5 6 7 8, SmolLM2's lean pass, median of 3 rounds, ms for F.linear -> form):
-    AVX-512 EPYC as installed, 1 row 64 -> 49, 5 rows 103 -> 70, 8 rows 95 -> 93; the same CPU
-    with MKL_CBWR=AVX512, 1 row 68 -> 50, 4 rows 65 -> 60, 5 rows 71 -> 79, 8 rows 73 -> 102.
-    Cost: 2 * FEW_ROWS * rounds + 2 sweeps (on that CPU, 2 threads: SmolLM2 3.7 s, its draft 0.4 s).
-    Where the forms are close, two runs can choose differently; both give the same products up
-    to reassociation (~1e-5), and the engine's exactness does not rest on either."""
-    products = products or {"form": few_rows_product, "linear": F.linear}
-    gen = torch.Generator().manual_seed(0)
-    inputs = {n: {w.shape[1]: torch.randn(n, w.shape[1], generator=gen) for w in weights}
-              for n in range(1, FEW_ROWS + 1)}                         # n -> in -> [n, in]
-
-    def sweep(n: int, product) -> float:
-        start = time.perf_counter()
-        for w in weights:
-            product(inputs[n][w.shape[1]], w)
-        return time.perf_counter() - start
-
-    for product in products.values():
-        sweep(FEW_ROWS, product)  # untimed: first-call costs (kernel choice, pages)
-    chosen = set()
-    for n in range(1, FEW_ROWS + 1):
-        times = {name: [sweep(n, product) for _ in range(rounds)] for name, product in products.items()}
-        if statistics.median(times["form"]) < statistics.median(times["linear"]):
-            chosen.add(n)
-    return frozenset(chosen)
-
-
-def plus_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """out [..., out] + bias [out], or out itself when the layer has no bias."""
-    return out if bias is None else out + bias
-
-
-def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, bias: torch.Tensor | None = None,
-           form_rows: frozenset[int] = frozenset()) -> torch.Tensor:
-    """x [..., in] @ w.T (+ bias) -> [..., out] in x's dtype, for a plain or an Int8Weight.
-    A plain fp32 product on the CPU whose row count is in form_rows runs as few_rows_product."""
-    if not isinstance(w, Int8Weight):
-        if form_rows and x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[-1]:
-            rows = x.numel() // x.shape[-1]
-            if rows in form_rows:
-                return plus_bias(few_rows_product(x.reshape(rows, -1), w).reshape(*x.shape[:-1], -1), bias)
-        return F.linear(x, w, bias)
-    flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)                       # [n, in]
-    out = torch.ops.aten._weight_int8pack_mm(flat, w.data, w.scale).to(x.dtype)  # [n, out]
-    return plus_bias(out.reshape(*x.shape[:-1], -1), bias)
 
 
 @dataclass(slots=True)
@@ -317,10 +219,8 @@ class LeanModel:
         """The output matrix transposed, [hidden, vocab], if whole one-token passes over a growing
         cache (as in decoding) run faster reading it than reading the shared [vocab, hidden]
         weight; else None. Measured: `rounds` interleaved blocks of `passes` passes each way,
-        after one untimed block each, medians. Not a fixed win: SmolLM2's head alone took 7.0-8.5
-        ms through the copy against 9.3-10.3 in the few-row form on the AVX2 dev EPYC, but on the
-        AVX-512 EPYC, whole passes in a decode loop took 31.8 ms with it and 28.6 without.
-        Cost: 2 x (rounds + 1) x (passes + 1) passes, about 1 s for SmolLM2 on that CPU."""
+        after one untimed block each, medians. Not a fixed win: which way is faster differs from
+        CPU to CPU (research/RESULTS.md). Cost: 2 x (rounds + 1) x (passes + 1) passes."""
         head_t = self.lm_head.detach().T.contiguous()
         gen = torch.Generator().manual_seed(0)
         times: dict[bool, list[float]] = {True: [], False: []}
@@ -382,9 +282,7 @@ class LeanModel:
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [batch, q, hidden] -> logits [batch, q, vocab]; one-row passes (decode, drafts) use
         the transposed copy where _keep_head_t kept one, wider ones (verify, prefill) the shared
-        weight (through linear: the few-row form for the row counts in form_rows). SmolLM2's head
-        on the AVX2 EPYC, 2 threads: two rows 10.8-14.9 ms transposed, 8.6-10.2 in the few-row
-        form."""
+        weight (through linear: the few-row form for the row counts in form_rows)."""
         if self.lm_head_t is None or h.shape[0] * h.shape[1] > 1:
             return self._linear(h, self.lm_head, self.lm_head_bias)
         logits = h @ self.lm_head_t

@@ -3,13 +3,10 @@
     trace = load_trace("run.json")            # or load_trace(text); InputError when it is not one
     runs = gallery()                          # demo_models/recorded/manifest.json, checked
 
-A trace file comes from anywhere (an upload, a colleague's laptop, an older version of this
-app), so `load_trace` checks it before a Trace is built from it: its size first (MAX_TRACE_BYTES,
-before it is parsed), then every field against the schema of app.trace (types, known fates,
-phases, models and bounds, finite non-negative numbers, NaN nowhere) and the caps below (steps,
-list lengths, string lengths). A file that fails gets one line (InputError) naming the field,
-and nothing is built. Unknown keys are ignored, so a newer file with extra fields still loads;
-a file that declares a newer schema_version than this app knows is refused.
+A trace file comes from anywhere (an upload, another laptop, an older version of this app), so
+`load_trace` checks its size (MAX_TRACE_BYTES, before parsing), then every field against the
+schema of app.trace and the caps below; a file that fails gets one line (InputError) naming the
+field, and nothing is built. Unknown keys are ignored; a newer schema_version is refused.
 Nothing here imports torch: a replay needs no model.
 """
 from __future__ import annotations
@@ -382,10 +379,7 @@ def manifest_entry(path: Path, trace: Trace, root: Path = GALLERY_DIR) -> dict:
 def gallery(root: Path = GALLERY_DIR) -> list[dict]:
     """The manifest's entries (one per recorded run), or [] when there is no gallery."""
     path = root / MANIFEST
-    if not path.is_file():
-        return []
-    data = json.loads(path.read_text())
-    return list(data.get("runs", []))
+    return list(json.loads(path.read_text()).get("runs", [])) if path.is_file() else []
 
 
 def find_recorded(prompt: str, pair: str, device: str | None = None, root: Path = GALLERY_DIR) -> dict | None:

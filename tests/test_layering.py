@@ -205,6 +205,13 @@ def test_visualizations_need_neither_torch_nor_gradio():
     assert not hits, "\n".join(f"{m} imports {d}" for m, d in hits)
 
 
+def test_modules_stay_short_enough_to_read():
+    """A module of app/ fits in 400 lines, a UI module (app/ui/) in 300 (issue 36's layout)."""
+    long = [(p.relative_to(ROOT).as_posix(), n) for p in sorted((ROOT / "app").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > (300 if p.parent.name == "ui" else 400)]
+    assert not long, long
+
+
 if __name__ == "__main__":
     everything = graph()
     for c in _sccs(everything):
