@@ -14,7 +14,7 @@ from app.settings import MAX_GAMMA, MAX_NEW_TOKENS
 from app import runner
 from app.ui import handlers, turns, views
 from app.ui.views import View
-from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset
+from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset, default_reason
 
 EXAMPLES = [  # questions for the instruction-tuned flagship, openings for the embedded pair
     "What is the capital of France, and what is it famous for?",
@@ -107,7 +107,7 @@ def bound_max_new_tokens(preset: str, value) -> dict:
 def _outputs() -> dict:
     o = {}
     gr.HTML(viz.legend_html(), elem_id="sd-legend")
-    o["status"] = gr.Markdown("Press **Run** to decode.", label="status", elem_id="sd-status")
+    o["status"] = gr.Markdown(f"Press **Run** to decode. {default_reason()}", label="status", elem_id="sd-status")
     o["stream"] = gr.HTML(views.stream_html(_empty_trace(), finished=False), label="token stream",
                           elem_id="sd-stream", max_height=640, autoscroll=True)
     o["stats"] = gr.Markdown(label="stats", elem_id="sd-stats")
