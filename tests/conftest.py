@@ -145,4 +145,4 @@ def pytest_terminal_summary(terminalreporter):
     if start:
         cpu = device_info("cpu").get("name", "unknown CPU")
         terminalreporter.write_line(f"ci: {time.time() - float(start):.0f} s since .ci/run started (install + "
-                                    f"tests) on {cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads")
+                                    f"tests) on {cpu}, {os.cpu_count()} cores")
