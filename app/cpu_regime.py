@@ -2,8 +2,8 @@
 
 Speculative decoding pays when a pass of a few tokens costs about what one token costs. On some
 CPUs it does not, for a reason outside the model: on AMD CPUs the MKL inside torch's CPU build
-runs fp32 matrix products with more than one row on a slow generic code path (measured here:
-25-37 GFLOP/s against ~130 with MKL's AVX-512 path forced; ../shared/anchors/cpu_smollm2.md),
+runs fp32 matrix products with more than one row on a slow generic code path (several times
+slower than MKL's AVX-512 path forced; research/RESULTS.md),
 so a verify pass of 5-8 tokens costs ~2x one token instead of ~1.1x. `MKL_CBWR=AVX512`
 (Intel MKL's documented Conditional Numerical Reproducibility setting), set before torch
 starts, selects the fast path: an opt-in fix, see the README's "CPU regime" section. (The fast

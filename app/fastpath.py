@@ -105,10 +105,9 @@ def _runner(model: torch.nn.Module, int8: bool) -> lean.LeanModel:
 def prepare(model: torch.nn.Module, device: str, int8: bool = False) -> None:
     """Build now what the fast path will run `model` with, so that a timed run does not pay
     for it: the LeanModel (its int8 weights quantised, the output matrix transposed) or the
-    compiled wrapper. Measured on the AVX2 dev CPU: SmolLM2's LeanModel took 178 ms to build,
-    its draft's with int8 weights 113 ms, and a first speculative run that built both inside
-    its clock ran at half the speed of the same run repeated (5.7 against 11.2 tokens/s).
-    (A compiled model still compiles on its first pass of each size.)"""
+    compiled wrapper: a first run that built them inside its clock measured about half the speed
+    of the same run repeated (research/RESULTS.md). (A compiled model still compiles on its first
+    pass of each size.)"""
     enable(model, device)
     if uses_lean(model):
         _runner(model, int8)

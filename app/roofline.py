@@ -83,9 +83,7 @@ def ceilings_warning(ratios) -> str | None:
     """A warning when a pass ran under BELOW_ROOF times its floor (ratios: seconds / max(floors)
     of each pass): faster than the measured ceilings allow, so they are too low: measured while
     the machine was slower (busy), and cached per device and dtype. None when every pass is at or
-    above its roof. Seen on the 2-core dev CPU: ceilings cached during a busy session (3.5 GB/s,
-    25 GFLOP/s) put a later quiet session's SmolLM2 passes at 0.5-0.7x their floor; re-measured
-    there: 20.6 GB/s, 99 GFLOP/s."""
+    above its roof (an example with numbers: research/RESULTS.md)."""
     worst = min(ratios, default=1.0)
     if worst >= BELOW_ROOF:
         return None

@@ -20,9 +20,8 @@ def same_threads() -> None:
     OpenMP keeps its thread count per thread: torch.set_num_threads(n) in the main thread does not
     reach threads started later (a Gradio handler, the app's decode thread), which go on using
     every core while torch.get_num_threads() still answers n (pytorch/pytorch#19213 and its kin).
-    Measured on the 2-core dev CPU after set_num_threads(1): a 2048 x 2048 matmul took 98 ms in
-    a new thread, 188 ms in the main thread and in a new thread that called this first. Every
-    thread that times forwards calls it, so --threads / SPECLAB_THREADS mean the same everywhere."""
+    Every thread that times forwards calls it, so --threads / SPECLAB_THREADS mean the same
+    everywhere (measured effect: research/RESULTS.md)."""
     torch.set_num_threads(torch.get_num_threads())
 
 
