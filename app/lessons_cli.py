@@ -149,10 +149,11 @@ def _kwargs(args) -> dict:
 
 
 def _memory_wall(args):
-    from app.lessons.memory_wall import memory_wall
+    from app.lessons.memory_wall import BANDWIDTH, PEAK, in_unit, memory_wall
 
-    bandwidth = args.bandwidth * 1e12 if args.bandwidth else None
-    peak = args.peak * 1e12 if args.peak else None
+    # in the units the options take, as the app's memory-wall tab checks them (app.ui.lessons)
+    bandwidth = in_unit("bandwidth", args.bandwidth, 1e12, "TB/s", BANDWIDTH) if args.bandwidth else None
+    peak = in_unit("peak", args.peak, 1e12, "TFLOP/s", PEAK) if args.peak else None
     device = args.device
     if device == "measured":
         from app.hardware import detect_device, measure_ceilings

@@ -217,6 +217,15 @@ def test_lesson_prompts_and_temperature_are_checked_before_loading(capsys, monke
         assert code == 2 and one_error_line(err, fragment)
 
 
+def test_memory_wall_cli_says_bad_rates_in_the_units_typed(capsys):
+    """The lesson CLI checks --bandwidth / --peak as the app's tab does: in TB/s and TFLOP/s,
+    quoting the value typed (before: 1e300 TB/s became inf, -3 became -3e12 bytes/s)."""
+    for extra, fragment in [(["--bandwidth", "1e300"], "bandwidth must be between 1e-12 and 10000 TB/s, got 1e+300"),
+                            (["--bandwidth", "-3"], "bandwidth must be between 1e-12 and 10000 TB/s, got -3"),
+                            (["--peak", "1e300"], "peak must be between 1e-12 and 1e+06 TFLOP/s, got 1e+300")]:
+        code, out, err = cli(capsys, "lesson", "memory_wall", "--params", "70e9", *extra)
+        assert code == 2 and one_error_line(err, fragment) and out == ""
+
 def test_roofline_json_paths_are_checked_before_measuring(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(app.hardware, "measure_ceilings", lambda *a, **k: pytest.fail("measured"))
     for path, fragment in bad_paths(tmp_path):
