@@ -94,8 +94,8 @@ def ceilings_warning(ratios) -> str | None:
 
 def forwards_warning(forwards, ceilings: Ceilings) -> str | None:
     """ceilings_warning over annotated ForwardTimings (their flops and bytes filled in)."""
-    return ceilings_warning(f.seconds / max(floors(f.flops, f.bytes, ceilings))
-                            for f in forwards if f.bytes > 0 and f.seconds > 0)
+    return ceilings_warning(seconds / max(floors(flops, bytes, ceilings))
+                            for seconds, flops, bytes in forward_passes(forwards))
 
 
 def forward_passes(forwards) -> list[tuple[float, float, float]]:

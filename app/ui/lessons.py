@@ -80,8 +80,7 @@ def run_lesson(name: str, get_pair, kwargs: dict, progress=None, request=None) -
         else:
             result = lesson.function(**kwargs)
     except (ValueError, OSError, RuntimeError) as exc:  # LessonError, InputError, ModelLoadError, ...
-        from app.ui.handlers import safe_message, user_error
-        raise user_error(safe_message(exc), request) from None
+        raise _error(exc, request) from None
     data = result.to_dict()
     return Shown(lesson_figure(lesson, data), result_markdown(result), data, result.headline())
 
@@ -92,9 +91,15 @@ def run_tab(name: str, get_pair, to_kwargs, values: list, request=None, progress
     try:
         kwargs = to_kwargs(*values)
     except (ValueError, TypeError, OSError, RuntimeError) as exc:
-        from app.ui.handlers import safe_message, user_error
-        raise user_error(safe_message(exc), request) from None
+        raise _error(exc, request) from None
     return run_lesson(name, get_pair, kwargs, progress, request)
+
+
+def _error(exc: Exception, request) -> gr.Error:
+    """A lesson's failure as the decode's are shown: one line, no paths, escaped for the page
+    only (app.ui.handlers)."""
+    from app.ui.handlers import safe_message, user_error
+    return user_error(safe_message(exc), request)
 
 
 def memory_wall_kwargs(params_b, dtype, batch, q, device, bandwidth_tb, peak_tf) -> dict:
