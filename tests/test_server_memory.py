@@ -94,7 +94,10 @@ class Server:
         return self.client.predict(*ARGS, api_name="/decode")
 
     def gradio_copies(self) -> list[Path]:
-        return [p for name in ("trace.json", "forwards.csv") for p in (self.root / "gradio").rglob(name)]
+        """Gradio's copies of the exports on disk now. os.walk, not rglob: the server's sweep
+        deletes folders while this looks, and os.walk skips a folder that vanished."""
+        return [Path(folder) / name for folder, _, names in os.walk(self.root / "gradio")
+                for name in names if name in ("trace.json", "forwards.csv")]
 
     def own_exports(self) -> list[Path]:
         return [p for p in (self.root / "tmp").glob("speclab-exports-*/*") if p.is_dir()]
