@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from app.fastpath import EAGER, Path
 from app.kvcache import cache_len, crop_cache, new_cache
 from app.timing import timed_forward
 from app.trace import ForwardTiming
@@ -54,14 +55,14 @@ class ModelDrafter:
     two tokens in its first pass (gpt-fast feeds it eagerly instead; same result)."""
     name = "model"
 
-    def __init__(self, model, device: str, max_len: int | None = None, int8: bool = False):
-        """max_len: a static cache of that many positions (the fast path), else a dynamic one.
-        int8: run the draft with int8 weights (app.lean.Int8Weight; needs max_len on a CPU)."""
-        self.model, self.device, self.max_len, self.int8 = model, device, max_len, int8
+    def __init__(self, model, device: str, path: Path = EAGER):
+        """path: how the run's passes execute (app.fastpath.Path: eager, or the fast path's
+        caches of path.max_len positions; path.int8: the draft's int8 weights, app.lean)."""
+        self.model, self.device, self.path = model, device, path
         self.cache = new_cache()
 
     def start(self, ids: list[int]) -> list[ForwardTiming]:
-        self.cache = new_cache(self.model, self.max_len, int8=self.int8)
+        self.cache = self.path.new_cache(self.model)
         if len(ids) < 2:
             return []
         prompt = torch.tensor([ids[:-1]], device=self.device)  # [1, n - 1]
@@ -70,7 +71,7 @@ class ModelDrafter:
         return [self._marked(timing)]
 
     def _marked(self, timing: ForwardTiming) -> ForwardTiming:
-        timing.weights = "int8" if self.int8 else ""
+        timing.weights = "int8" if self.path.int8 else ""
         return timing
 
     def propose(self, ids, gamma, transform, display, sampler, keep_drafting=None) -> Proposal:

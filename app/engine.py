@@ -11,7 +11,7 @@ Plain decoding is the same loop with a drafter that proposes nothing (gamma = 0)
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Callable, Iterator
 
 import torch
@@ -19,7 +19,7 @@ import torch
 from app import fastpath
 from app.drafters import ModelDrafter, NgramDrafter, NoDrafter, Proposal
 from app.feature_draft import FeatureDrafter, is_feature_draft
-from app.kvcache import crop_cache, new_cache
+from app.kvcache import crop_cache
 from app.models import ModelPair
 from app.policies import FixedDepth
 from app.settings import MAX_GAMMA, DecodeSettings  # DecodeSettings: re-exported for callers
@@ -50,13 +50,13 @@ def _check_finite(logits: torch.Tensor, model: str, step: int) -> torch.Tensor:
     return logits
 
 
-def make_drafter(pair: ModelPair, kind: str, max_len: int | None = None, int8: bool = False):
-    """max_len: give the draft model a static cache of that many positions (the fast path);
-    int8: run it with int8 weights (the fast path on a CPU)."""
+def make_drafter(pair: ModelPair, kind: str, path: fastpath.Path = fastpath.EAGER):
+    """path: how the draft's passes run (app.fastpath.Path: eager, or the fast path's caches;
+    path.int8: its int8 weights, the fast path on a CPU)."""
     if kind == "model" and is_feature_draft(pair.draft):
-        return FeatureDrafter(pair.draft, pair.device, max_len, int8)
+        return FeatureDrafter(pair.draft, pair.device, path)
     if kind == "model" and pair.draft is not None:
-        return ModelDrafter(pair.draft, pair.device, max_len, int8)
+        return ModelDrafter(pair.draft, pair.device, path)
     if kind == "model":  # a pair loaded without a draft model drafts by lookup
         kind = "ngram"
     if kind == "ngram":
@@ -123,14 +123,15 @@ def _pieces(decoder, ids, proposal, verdict, emitted, p_display, step) -> list[P
     return pieces
 
 
-def _fast_path(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings) -> int | None:
-    """With settings.fast: the models the run uses prepared (prepare: already done, and cheap to
-    repeat, when run() called it) and the static caches' length (prompt + new tokens + the
-    widest verify pass)."""
+def run_path(pair: ModelPair, prompt_ids: list[int], settings: DecodeSettings) -> fastpath.Path:
+    """How this run's target passes execute, decided once: eager, or (settings.fast) the fast
+    path with caches of prompt + new tokens + the widest verify pass, its models prepared
+    (prepare: already done, and cheap to repeat, when run() called it). The draft's path is
+    this one with settings.draft_int8."""
     if not settings.fast:
-        return None
+        return fastpath.EAGER
     prepare(pair, settings)
-    return len(prompt_ids) + settings.max_new_tokens + MAX_GAMMA + 1
+    return fastpath.Path(len(prompt_ids) + settings.max_new_tokens + MAX_GAMMA + 1)
 
 
 def prepare(pair: ModelPair, settings: DecodeSettings) -> None:
@@ -191,11 +192,11 @@ def speculative_generate(pair: ModelPair, prompt_ids: list[int], settings: Decod
     greedy, vocab = settings.greedy, pair.vocab
     generator = torch.Generator().manual_seed(settings.seed)
     transform, display, sampler = _distributions(vocab, settings, generator)
-    max_len = _fast_path(pair, prompt_ids, settings)
-    drafter = drafter or make_drafter(pair, settings.drafter, max_len, settings.draft_int8)
+    path = run_path(pair, prompt_ids, settings)
+    drafter = drafter or make_drafter(pair, settings.drafter, replace(path, int8=settings.draft_int8))
     policy = policy or FixedDepth(settings.gamma)
     decoder, eos_id = _Decoder(pair.tokenizer), pair.tokenizer.eos_token_id
-    ids, cache, produced = list(prompt_ids), new_cache(pair.target, max_len), 0
+    ids, cache, produced = list(prompt_ids), path.new_cache(pair.target), 0
     pending_forwards = drafter.start(ids)
     if len(ids) > 1:
         prompt = torch.tensor([ids[:-1]], device=pair.device)  # [1, n - 1]

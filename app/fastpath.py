@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import weakref
+from dataclasses import dataclass
 
 import torch
 
@@ -80,18 +81,37 @@ def label(device: str) -> str:
     return _KINDS[_kind(device)][0]
 
 
-def new_cache(model: torch.nn.Module, max_len: int, batch: int = 1, int8: bool = False):
-    """The fast path's cache for `model`: a LeanCache where app.lean runs it, else a
-    transformers StaticCache of max_len positions. int8: app.lean runs the model with int8
-    weights (app.lean.Int8Weight); app.settings.InputError where app.lean does not run it."""
-    if int8 and not uses_lean(model):
-        raise InputError("int8 draft weights run on the lean decoder only: a Llama-family draft "
-                         "on a CPU, with the fast path on")
-    if uses_lean(model):
-        runner = _runner(model, int8)
-        return runner.new_cache(batch, min(max_len, runner.max_positions))
-    from transformers import StaticCache
-    return StaticCache(config=model.config, max_cache_len=max_len)
+@dataclass(frozen=True)
+class Path:
+    """How one run's forward passes execute, chosen once per run (app.engine) and carried by
+    every cache it makes. max_len None: transformers eagerly over a DynamicCache. max_len set: the
+    fast path, caches of max_len positions with fixed addresses (app.lean's LeanCache where it
+    runs the model, a StaticCache otherwise). int8: the model runs with int8 weights
+    (app.lean.Int8Weight; a draft on the lean decoder only)."""
+    max_len: int | None = None
+    int8: bool = False
+
+    @property
+    def fast(self) -> bool:
+        return self.max_len is not None
+
+    def new_cache(self, model: torch.nn.Module | None = None, batch: int = 1):
+        """A cache for `model` on this path; app.settings.InputError for int8 where app.lean
+        does not run the model."""
+        if self.int8 and (not self.fast or model is None or not uses_lean(model)):
+            raise InputError("int8 draft weights run on the lean decoder only: a Llama-family draft "
+                             "on a CPU, with the fast path on")
+        if not self.fast or model is None:
+            from transformers import DynamicCache
+            return DynamicCache()
+        if uses_lean(model):
+            runner = _runner(model, self.int8)
+            return runner.new_cache(batch, min(self.max_len, runner.max_positions))
+        from transformers import StaticCache
+        return StaticCache(config=model.config, max_cache_len=self.max_len)
+
+
+EAGER = Path()
 
 
 def _runner(model: torch.nn.Module, int8: bool) -> lean.LeanModel:
@@ -119,20 +139,64 @@ def enable(model: torch.nn.Module, device: str) -> None:
         _compiled[model] = torch.compile(model, mode="reduce-overhead", fullgraph=True, dynamic=False)
 
 
-def forward(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
-    """One pass on the fast path: app.lean for a LeanCache; for a StaticCache the compiled
-    model (q up to COMPILED_MAX_Q, once enable() compiled it) or the eager one.
-    input_ids [batch, q] -> logits [batch, q, vocab]."""
+class _Eager:
+    """transformers' own forward over a DynamicCache (or a StaticCache: the cache decides)."""
+
+    def logits(self, model, input_ids: torch.Tensor, cache) -> torch.Tensor:
+        return model(input_ids=input_ids, cache=cache, use_cache=True).logits
+
+    def fill(self, model, input_ids: torch.Tensor, cache) -> None:
+        model.base_model(input_ids=input_ids, cache=cache, use_cache=True)  # no output layer
+
+    def hidden(self, model, input_ids: torch.Tensor, cache, extra: torch.Tensor | None = None):
+        """(logits, final-normed hidden [batch, q, hidden]); extra [batch, q, hidden] is added to
+        the token embeddings (a feature draft's input, app.feature_draft)."""
+        if extra is None:
+            h = model.base_model(input_ids=input_ids, cache=cache, use_cache=True).last_hidden_state
+        else:
+            embeds = model.get_input_embeddings()(input_ids) + extra
+            h = model.base_model(inputs_embeds=embeds, cache=cache, use_cache=True).last_hidden_state
+        return model.get_output_embeddings()(h), h
+
+
+class _Static(_Eager):
+    """A StaticCache: the compiled model (CUDA graph replay, q up to COMPILED_MAX_Q, once
+    enable() compiled it) for logits; eager for the rest (prefills run once per shape)."""
+
+    def logits(self, model, input_ids: torch.Tensor, cache) -> torch.Tensor:
+        compiled = _compiled.get(model) if input_ids.shape[1] <= COMPILED_MAX_Q else None
+        if compiled is not None:
+            try:
+                return compiled(input_ids=input_ids, cache=cache, use_cache=True).logits
+            except Exception as exc:  # noqa: BLE001 - a compiler failure must not end the decode
+                failed.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+                _compiled.pop(model, None)  # run this model eagerly from now on (static cache kept)
+                print(f"speclab: torch.compile failed, the fast path continues without CUDA graphs: "
+                      f"{failed[-1]}", file=sys.stderr)
+        return super().logits(model, input_ids, cache)
+
+
+class _Lean:
+    """A LeanCache: the LeanModel that made it (fp32 or int8 weights) runs every pass."""
+
+    def logits(self, model, input_ids: torch.Tensor, cache) -> torch.Tensor:
+        return cache.model(input_ids, cache)
+
+    def fill(self, model, input_ids: torch.Tensor, cache) -> None:
+        cache.model.forward(input_ids, cache, logits=False)
+
+    def hidden(self, model, input_ids: torch.Tensor, cache, extra: torch.Tensor | None = None):
+        return cache.model.forward(input_ids, cache, extra=extra, hidden=True)
+
+
+_RUNNERS = (_Eager(), _Static(), _Lean())
+
+
+def runner(cache):
+    """What runs a pass over `cache`, as its Path made it: the one place the path is read back.
+    Each has logits(model, ids, cache), fill(model, ids, cache) and hidden(model, ids, cache,
+    extra=None), ids [batch, q] after the cached positions."""
+    from transformers import StaticCache
     if isinstance(cache, lean.LeanCache):
-        return cache.model(input_ids, cache)  # the LeanModel (fp32 or int8 weights) that made it
-    kw = {"input_ids": input_ids, "cache": cache, "use_cache": True}
-    compiled = _compiled.get(model) if input_ids.shape[1] <= COMPILED_MAX_Q else None
-    if compiled is not None:
-        try:
-            return compiled(**kw).logits
-        except Exception as exc:  # noqa: BLE001 - a compiler failure must not end the decode
-            failed.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
-            _compiled.pop(model, None)  # run this model eagerly from now on (static cache kept)
-            print(f"speclab: torch.compile failed, the fast path continues without CUDA graphs: "
-                  f"{failed[-1]}", file=sys.stderr)
-    return model(**kw).logits
+        return _RUNNERS[2]
+    return _RUNNERS[1] if isinstance(cache, StaticCache) else _RUNNERS[0]

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from app import fastpath
 from app.draft_vocab import DraftVocab
 from app.drafters import NoDrafter, Proposal
 from app.kvcache import cache_len, crop_cache, new_cache
@@ -86,17 +87,11 @@ def head_inputs(model, rows: torch.Tensor, f_prev: torch.Tensor) -> torch.Tensor
 @torch.inference_mode()
 def head_forward(model, input_ids: torch.Tensor, f_prev: torch.Tensor, cache):
     """input_ids [batch, q] (target ids) after the cached positions, f_prev [batch, q, hidden]
-    -> (target-vocabulary logits [batch, q, V], predicted features [batch, q, hidden]). A LeanCache
-    runs app.lean (fp32 or int8 weights, as the cache was made); any other cache, transformers."""
-    from app.lean import LeanCache
+    -> (target-vocabulary logits [batch, q, V], predicted features [batch, q, hidden]), run as the
+    cache's path runs (app.fastpath.runner: app.lean for a LeanCache, transformers otherwise)."""
     vocab = DraftVocab.of(model)
     rows = vocab.draft_input(input_ids)
-    if isinstance(cache, LeanCache):
-        logits, h = cache.model.forward(rows, cache, extra=_projected(model, f_prev), hidden=True)
-    else:
-        h = model.base_model(inputs_embeds=head_inputs(model, rows, f_prev), cache=cache,
-                             use_cache=True).last_hidden_state
-        logits = model.get_output_embeddings()(h)
+    logits, h = fastpath.runner(cache).hidden(model, rows, cache, extra=_projected(model, f_prev))
     return vocab.target_logits(logits), h
 
 
@@ -106,15 +101,16 @@ class FeatureDrafter:
     only positions it fed with true features: after a propose() it is cut back to those."""
     name = "model"
 
-    def __init__(self, model, device: str, max_len: int | None = None, int8: bool = False):
-        self.model, self.device, self.max_len, self.int8 = model, device, max_len, int8
+    def __init__(self, model, device: str, path: fastpath.Path = fastpath.EAGER):
+        """path: app.fastpath.Path, as for app.drafters.ModelDrafter."""
+        self.model, self.device, self.path = model, device, path
         hidden = model.config.hidden_size
         self.features = torch.zeros(0, hidden, device=device)   # [positions the target saw, hidden]
         self.cache, self.true_len = new_cache(), 0
 
     def start(self, ids: list[int]) -> list[ForwardTiming]:
         """Nothing to run yet: the head needs the target's prefill features (observe)."""
-        self.cache = new_cache(self.model, self.max_len, int8=self.int8)
+        self.cache = self.path.new_cache(self.model)
         self.features, self.true_len = self.features[:0], 0
         return []
 
@@ -127,7 +123,7 @@ class FeatureDrafter:
         (logits, h), timing = timed_call(lambda: head_forward(self.model, x, f_prev[None], self.cache),
                                          self.device, model_name="draft", phase=phase, batch=1,
                                          tokens=len(ids), kv_len=cache_len(self.cache))
-        timing.weights = "int8" if self.int8 else ""
+        timing.weights = "int8" if self.path.int8 else ""
         return logits[0, -1:], h[:, -1:], timing                            # [1, V], [1, 1, hidden]
 
     def _f_prev(self, start: int, end: int) -> torch.Tensor:

@@ -134,15 +134,15 @@ def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, r
     fast=True: the fast path's cache and passes (app.fastpath: lean on a CPU, compiled on CUDA);
     the warm-up round then also absorbs any compilation. int8 (with fast, on a CPU): the model
     with int8 weights (app.lean.Int8Weight)."""
-    from app.fastpath import enable
-    from app.kvcache import crop_cache, forward, new_cache  # the one home of the cache API
+    from app.fastpath import Path, enable
+    from app.kvcache import crop_cache, forward  # the one home of the cache API
     from app.timing import timed_forward
 
     gen = torch.Generator().manual_seed(seed)
     vocab = model.config.get_text_config().vocab_size
     if fast:
         enable(model, device)
-    cache = new_cache(model, kv_len + max(qs), batch, int8) if fast else new_cache(int8=int8)
+    cache = Path(kv_len + max(qs) if fast else None, int8).new_cache(model, batch)
     if kv_len:
         forward(model, torch.randint(0, vocab, (batch, kv_len), generator=gen).to(device), cache)
     new = {q: torch.randint(0, vocab, (batch, q), generator=gen).to(device) for q in qs}  # (batch, q)
