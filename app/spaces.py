@@ -98,7 +98,7 @@ def gpu_unavailable(exc: BaseException) -> str | None:
     title = str(getattr(exc, "title", "") or "")
     if not title.startswith("ZeroGPU") or title == "ZeroGPU worker error":
         return None
-    return f"{title}: {exc}".splitlines()[0][:300]
+    return f"{title}: {getattr(exc, 'message', exc)}".splitlines()[0][:300]  # gr.Error's str() is a repr
 
 
 def wrap_decode(fn: Callable[..., Iterator], fallback: Callable[[tuple, str], Iterator]) -> Callable:
@@ -135,7 +135,8 @@ def preload(loader: Callable, preset: str) -> str | None:
     try:
         loader(preset, device="auto", dtype="auto", ngram=False)
     except Exception as exc:  # noqa: BLE001 - a failed preload must not keep the Space down
-        return f"could not preload {preset}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__}"
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        return f"could not preload {preset}: {first}"
     return None
 
 
