@@ -13,7 +13,8 @@ if __name__ == "app":  # `gradio app.py` imports this file as module "app", shad
 
 if os.environ.get("SPACE_ID"):
     try:
-        import spaces  # noqa: F401  (before torch: see the docstring)
+        import spaces  # before torch: see the docstring
+        spaces.disable_gradio_auto_wrap()  # only the decode takes a GPU (app.spaces), never a replay
     except ImportError:
         pass
 

@@ -110,6 +110,20 @@ print(json.dumps({{"identity": spaces.GPU(duration=5)(f) is f, "zero": ours.on_z
     assert out["preload"] is None
 
 
+def test_app_py_on_a_space_imports_spaces_first_and_preloads_the_default_pair():
+    """app.py as a Space starts it: `spaces` imported before torch, Gradio's automatic GPU
+    wrapping of every event turned off (replays must never take a GPU), the default pair loaded
+    before the first visitor."""
+    out = run_python("""
+import runpy
+runpy.run_path("app.py", run_name="space_app")
+import spaces.gradio
+from app import pairs
+print(json.dumps({"auto_wrap": spaces.gradio.gradio_auto_wrap_enabled, "loaded": pairs.loaded()}))
+""", SPACE_ID="lab/test", SPACES_GRADIO_AUTO_WRAP="true", SPECLAB_DEFAULT_PAIR="embedded")
+    assert out == {"auto_wrap": False, "loaded": ["embedded"]}
+
+
 SCHEDULER = """
 import http.server, threading, urllib.parse
 asked = []
