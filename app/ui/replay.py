@@ -3,7 +3,7 @@ the Live tab's views, and two recorded runs compared side by side. No model is l
 device turn is taken, so any number of visitors can replay at once.
 
 Every number shown comes from a trace file and says so: `provenance()` names the device (its
-measured ceilings), the date, the commit, the machine's load and the command that made it.
+measured ceilings), the date, the commit and how loaded the machine was.
 The headline numbers are app.metrics' (vLLM's and llama.cpp's definitions); the speed-up's
 spread is over the gallery's runs of the same pair, device and settings (`speedup_spread`).
 
@@ -29,7 +29,7 @@ from app.ui.views import Record, View
 from app.validation import InputError
 
 PACES = {"slow motion (10× slower)": 10.0, "recorded pace": 1.0, "instant": 0.0}  # x recorded seconds
-MAX_REPLAY_S = 60.0  # a replay at its recorded pace is sped up to last at most this long
+MAX_REPLAY_S = 60.0  # a replay is sped up to last at most this long
 FRAME_S = 0.1        # at most ten stream updates a second
 REPLAYED = "__replayed__"  # the compare dropdowns' value for the run replayed above
 CSS = "#sd-replay-stream .sd-stream { font-size: 1.3rem; min-height: 4em; }"
@@ -55,10 +55,9 @@ def choices(with_replayed: bool = False) -> list[tuple[str, str]]:
 
 
 def entry_of(file: str) -> dict:
-    entry = next((e for e in gallery() if e["file"] == file), None)
-    if entry is None:
-        raise InputError(f"{file!r} is not a run of the gallery: choose one from the list")
-    return entry
+    for entry in (e for e in gallery() if e["file"] == file):
+        return entry
+    raise InputError(f"{file!r} is not a run of the gallery: choose one from the list")
 
 
 def provenance(trace: Trace, source: str) -> str:
@@ -82,24 +81,21 @@ def token_text(trace: Trace) -> dict[int, str]:
     return {p.token_id: p.text for s in trace.steps for p in s.pieces}
 
 
-def _partial(trace: Trace, n: int) -> Trace:
-    """The trace as it stood after n steps (no summary, baseline or stop reason yet)."""
-    return replace(trace, steps=trace.steps[:n], summary=None, baseline=None, stopped="",
-                   output_ids=[i for s in trace.steps[:n] for i in s.emitted_ids])
-
-
 def frames(trace: Trace, pace: float, sleep=time.sleep):
     """(steps shown, trace so far) at the recorded pace x `pace` (0: at once): each step waits
-    its forward passes' seconds, the whole replay sped up to last at most MAX_REPLAY_S."""
+    its share of the run's wall clock (in proportion to its forward passes' seconds), the whole
+    replay sped up to last at most MAX_REPLAY_S."""
     total = sum(s.seconds for s in trace.steps)
-    scale = min(pace, MAX_REPLAY_S / total) if total > 0 else 0.0
+    wall = max(metrics.wall_seconds(trace)[0], total)
+    scale = min(pace * wall, MAX_REPLAY_S) / total if total > 0 else 0.0
     due = 0.0
     for n, step in enumerate(trace.steps, 1):
         due += step.seconds * scale
         if due >= FRAME_S and n < len(trace.steps):
             sleep(due)
             due = 0.0
-            yield n, _partial(trace, n)
+            yield n, replace(trace, steps=trace.steps[:n], summary=None, baseline=None, stopped="",  # as it stood
+                             output_ids=[i for s in trace.steps[:n] for i in s.emitted_ids])
     yield len(trace.steps), trace
 
 
@@ -172,7 +168,7 @@ ROWS = ("prompt", "pair and settings", "throughput", "baseline", "speed-up", "sp
 def compare_markdown(a: tuple[str, Trace], b: tuple[str, Trace]) -> str:
     """Two runs side by side: provenance lines, then one row per number (app.metrics)."""
     (name_a, ta), (name_b, tb) = a, b
-    lines = [f"**A:** {provenance(ta, name_a)}", "", f"**B:** {provenance(tb, name_b)}", "",
+    lines = [f"Run A: {provenance(ta, name_a)}", "", f"Run B: {provenance(tb, name_b)}", "",
              "| | A | B |", "|---|---|---|"]
     lines += [f"| {r} | {x} | {y} |" for r, x, y in zip(ROWS, compare_rows(ta), compare_rows(tb))]
     ra, rb = metrics.summary(ta)["tokens_per_s"], metrics.summary(tb)["tokens_per_s"]
@@ -284,9 +280,9 @@ def build() -> None:
         go = gr.Button("Compare", variant="primary")
     table = gr.Markdown(elem_id="sd-compare")
     with gr.Row(equal_height=True):
-        roof_a, roof_b = gr.Plot(None, show_label=False), gr.Plot(None, show_label=False)
+        roof_a, roof_b = gr.Plot(None, label="Run A"), gr.Plot(None, label="Run B")
     with gr.Row(equal_height=True):
-        steps_a, steps_b = gr.Plot(None, show_label=False), gr.Plot(None, show_label=False)
+        steps_a, steps_b = gr.Plot(None, label="Run A"), gr.Plot(None, label="Run B")
     outputs = [status, stream, stats, text, timeline, roofline, step, record]
     light = {"api_visibility": "private", "concurrency_id": "replay", "concurrency_limit": 16}
     for event in (play.click(replay_gallery, [pick, pace], outputs, **light),
