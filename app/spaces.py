@@ -62,15 +62,16 @@ def on_zero_gpu() -> bool:
 
 
 def gpu_seconds(max_new_tokens: int, baseline: bool = True) -> int:
-    """The GPU time to declare for one decode: BASE_SECONDS + one second per TOKENS_PER_SECOND tokens decoded
-    (max_new_tokens, twice with the baseline run), rounded up, at most MAX_SECONDS.
+    """The GPU time to declare for one decode: BASE_SECONDS, plus one second per
+    TOKENS_PER_SECOND tokens decoded (max_new_tokens, twice with the baseline run), rounded up,
+    at most MAX_SECONDS.
 
     Why these numbers: a speculative step costs one target pass plus gamma draft passes and
     yields at least one token; the baseline costs one target pass per token. At batch 1 with
-    eager transformers a pass is launch-bound, tens of milliseconds per pass for these models
-    on a GPU (an estimate: no ZeroGPU run was timed for it), so 10 tokens a second (0.1 s each) leaves room for
-    a step that yields only one token at gamma 4. Declaring more costs the visitor quota
-    (ZeroGPU charges the declared duration); past it ZeroGPU warns that the task "might be
+    eager transformers a pass is launch-bound, tens of milliseconds for these models on a GPU
+    (an estimate: no ZeroGPU run was timed for it), so 10 tokens a second (0.1 s each) leaves
+    room for a step that yields only one token at gamma 4. Declaring more costs the visitor
+    quota (ZeroGPU charges the declared duration); past it ZeroGPU warns that the task "might be
     aborted" (spaces/zero/client.py), so the margin is on the side of finishing. A run longer
     than MAX_SECONDS allows is the price of the cap: keep max new tokens moderate there."""
     tokens = max(1, int(max_new_tokens)) * (2 if baseline else 1)

@@ -329,3 +329,19 @@ def test_a_bad_upload_is_one_line_and_yields_nothing(tmp_path):
         next(replay.replay_upload(str(bad), "instant"))
     assert "bad.json is not a speculative-decoding trace" in exc.value.message and "\n" not in exc.value.message
     assert list(replay.replay_upload(None, "instant")) == []
+
+
+def test_an_old_export_replays_and_compares_as_the_run_replayed_above(good, tmp_path):
+    from app.ui import replay
+    final = list(replay.replay_upload(str(OLD), "instant"))[-1]
+    assert "end of stream" in final[1] and final[0].startswith("Replayed: **upload trace\\_embedded.json**")
+    record = final[-1]
+    assert record.trace == load_trace(OLD)
+    table, *charts = replay.compare(replay.REPLAYED, gallery()[0]["file"], record)
+    assert "Run A: **the run replayed above**" in table and len(charts) == 4
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(good | {"steps": [], "summary": None, "baseline": None}))
+    assert list(replay.replay_upload(str(empty), "recorded pace"))[-1][0].startswith("Replayed: ")
+    import gradio as gr
+    with pytest.raises(gr.Error, match="nothing was replayed yet"):
+        replay.compare(replay.REPLAYED, gallery()[0]["file"], None)
