@@ -1,7 +1,8 @@
 """Recorded runs: load and check a trace.json, say who recorded it, and list the gallery.
 
     trace = load_trace("run.json")            # or load_trace(text); InputError when it is not one
-    runs = gallery()                          # demo_models/recorded/manifest.json, checked
+    runs = gallery()                          # demo_models/recorded/manifest.json's entries
+    entry = closest_recorded(prompt, pair, gamma)  # the run to offer instead of a live decode
 
 A trace file comes from anywhere (an upload, another laptop, an older version of this app), so
 `load_trace` checks its size (MAX_TRACE_BYTES, before parsing), then every field against the
@@ -25,8 +26,7 @@ from app.metrics import summary
 from app.trace import FATES, SCHEMA_VERSION, Trace
 from app.validation import InputError
 
-GALLERY_DIR = RECORDED_DIR
-MANIFEST = "manifest.json"
+GALLERY_DIR, MANIFEST = RECORDED_DIR, "manifest.json"
 
 MAX_TRACE_BYTES = 20_000_000   # a 1024-token run with its baseline is ~2 MB of JSON
 MAX_STEPS = 4096               # target passes per run (the engine stops at MAX_NEW_TOKENS = 1024)
@@ -39,14 +39,10 @@ MAX_KEYS = 256
 MAX_TOKEN_ID = 2**31 - 1
 PROB_MAX = 1.001               # probabilities: float32 softmax may round a little above 1
 
-MODELS = ("draft", "target")
-PHASES = ("prefill", "draft", "verify", "decode")
-BOUNDS = ("", "memory", "compute", "overhead")
-WEIGHTS = ("", "int8")
+MODELS, PHASES = ("draft", "target"), ("prefill", "draft", "verify", "decode")
+BOUNDS, WEIGHTS = ("", "memory", "compute", "overhead"), ("", "int8")
 TRACE_KEYS = ("prompt", "settings", "prompt_ids", "steps")  # what makes a JSON object a trace
 
-
-# --------------------------------------------------------------------------- checks
 
 def _show(value) -> str:
     """A value for an error line: repr, one line, at most 60 characters."""
@@ -286,8 +282,6 @@ def check_trace_dict(d, name: str = "the file") -> dict:
     return d
 
 
-# --------------------------------------------------------------------------- loading
-
 def parse_trace(text: str | bytes, name: str = "the file", max_bytes: int = MAX_TRACE_BYTES) -> Trace:
     """A Trace from the text of a trace.json (size, JSON and schema checked first)."""
     size = len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
@@ -326,14 +320,11 @@ def load_trace(source: str | os.PathLike | bytes, max_bytes: int = MAX_TRACE_BYT
         raise InputError(f"{shown} is {size / 1e6:.1f} MB; recorded runs of at most "
                          f"{max_bytes / 1e6:.0f} MB are accepted")
     try:
-        with path.open("rb") as f:
-            data = f.read(max_bytes + 1)
+        data = path.read_bytes()  # its size was checked above; parse_trace checks it again
     except OSError as exc:
         raise InputError(f"{shown}: cannot read it ({exc.strerror or type(exc).__name__})") from None
     return parse_trace(data, shown, max_bytes)
 
-
-# --------------------------------------------------------------------------- provenance
 
 def git_commit(root: Path = REPO_ROOT) -> tuple[str, bool | None]:
     """(HEAD's hash, whether tracked files differ from it) of the checkout this code runs
@@ -361,8 +352,6 @@ def provenance(argv: list[str] | None, pair: str | None, **extra) -> dict:
     return out | extra
 
 
-# --------------------------------------------------------------------------- the gallery
-
 def manifest_entry(path: Path, trace: Trace, root: Path = GALLERY_DIR) -> dict:
     """What the manifest says of one recorded run (the tests recompute it from the file)."""
     s, rec, dev = summary(trace), trace.recorded or {}, trace.device or {}
@@ -378,18 +367,29 @@ def manifest_entry(path: Path, trace: Trace, root: Path = GALLERY_DIR) -> dict:
 
 def gallery(root: Path = GALLERY_DIR) -> list[dict]:
     """The manifest's entries (one per recorded run), or [] when there is no gallery."""
-    path = root / MANIFEST
-    return list(json.loads(path.read_text()).get("runs", [])) if path.is_file() else []
+    return list(json.loads((root / MANIFEST).read_text()).get("runs", [])) if (root / MANIFEST).is_file() else []
 
 
 def find_recorded(prompt: str, pair: str, device: str | None = None, root: Path = GALLERY_DIR) -> dict | None:
-    """The gallery's run of this prompt on this pair (and device kind, "cpu" / "cuda", when
-    given), for the Live tab to offer when the device is busy; None when there is none."""
-    for entry in gallery(root):
-        if entry.get("prompt") == prompt and entry.get("pair") == pair \
-                and (device is None or entry.get("device") == device):
-            return entry
-    return None
+    """The gallery's run of exactly this prompt on this pair (and device kind, "cpu" / "cuda",
+    when given); None when there is none."""
+    return next((e for e in gallery(root) if e.get("prompt") == prompt and e.get("pair") == pair
+                 and (device is None or e.get("device") == device)), None)
+
+
+def closest_recorded(prompt: str, pair: str, gamma: int, policy: str = "fixed", device: str | None = None,
+                     root: Path = GALLERY_DIR) -> dict | None:
+    """The gallery run closest to a Live-tab request, for the Live tab to offer when the device
+    is busy (or ZeroGPU lends none): the same pair or the same prompt is required; then, in this
+    order, both, the same prompt, the same device kind ("cpu" / "cuda"), the nearest gamma, the
+    same depth policy (gallery runs without one were fixed-gamma). None when nothing matches."""
+    def rank(e: dict) -> tuple:
+        s = e.get("settings") or {}
+        g = s.get("gamma") if isinstance(s.get("gamma"), int) else 10**6
+        return (-(e.get("prompt") == prompt) - (e.get("pair") == pair), -(e.get("prompt") == prompt),
+                e.get("device") != device if device else 0, abs(g - gamma), s.get("depth_policy", "fixed") != policy)
+    found = [e for e in gallery(root) if e.get("prompt") == prompt or e.get("pair") == pair]
+    return min(found, key=rank) if found else None
 
 
 def gallery_trace(entry: dict, root: Path = GALLERY_DIR) -> Trace:

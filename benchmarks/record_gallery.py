@@ -1,19 +1,23 @@
-"""Record the gallery of runs in demo_models/recorded/: the shipped pairs on this machine's CPU,
-each on its own example prompts, through the CLI (`python -m app generate --json`), so every
-file is an ordinary export that the app and `python -m app trace` read like an upload.
+"""Record the gallery of runs in demo_models/recorded/: the shipped pairs on this machine's CPU
+(or its GPU: --device), each on its own example prompts, through the CLI (`python -m app
+generate --json`), so every file is an ordinary export that the app and `python -m app trace`
+read like an upload.
 
     python benchmarks/record_gallery.py                  # every run below, then manifest + README
     python benchmarks/record_gallery.py --only embedded  # one pair's runs (the manifest keeps the rest)
+    python benchmarks/record_gallery.py --device cuda    # the same runs on a GPU: cuda-*.json beside them
 
 Runs: greedy, 48 new tokens, one torch thread, with the baseline (target-only) run for the
 speedup; the embedded pair at the default depth (gamma 4, the Live tab's and the CLI's default),
 the flagship at gamma 1 on the fast path with the int8 draft (its best fixed depth on a CPU:
-README, "Why gamma = 1 wins on this CPU"). The prompts are the Live tab's examples
+README, "Why gamma = 1 wins on this CPU"); on a GPU the same, less the int8 draft (a CPU-only
+option), so that a CPU run and a GPU run of one example differ by the device alone. The prompts are the Live tab's examples
 (app/ui/live.py EXAMPLES): the chat questions for the instruction-tuned flagship, the prose
 openings for the embedded pair, which was trained on Austen and Shakespeare.
 
 Each file is the CLI's export with two edits: model paths inside this checkout are made
-relative to it (the absolute path of whoever recorded says nothing), and nothing else. The
+relative to it (the absolute path of whoever recorded says nothing), and the recording machine's
+CPU model and core count are added to `recorded` (a GPU run's host too); nothing else. The
 trace itself says where, when, how and at which commit it was made (Trace.device, .recorded);
 manifest.json lists the files with their headline numbers (app.recorded.manifest_entry) and
 README.md says what was run on which CPU. Record from a clean checkout: the commit recorded is
@@ -47,6 +51,8 @@ FLAGSHIP = "smollm2-135m q4 / distilled draft"  # demo_models.presets.FLAGSHIP
 RUNS = [("embedded", "embedded", [], OPENINGS),
         ("flagship", FLAGSHIP, ["--gamma", "1", "--fast", "--draft-int8"], QUESTIONS)]
 COMMON = ["--max-new-tokens", str(NEW_TOKENS), "--temperature", "0", "--threads", "1", "--baseline"]
+DEVICES = ("cpu", "cuda", "mps")
+CPU_ONLY = {"--draft-int8"}  # flags dropped off a CPU (app.lean's int8 weights run on a CPU only)
 
 
 def slug(text: str, words: int = 5) -> str:
@@ -67,19 +73,22 @@ def cpu_model() -> str:
 
 
 def relative_models(path: Path) -> None:
-    """Rewrite model paths inside this checkout as paths relative to it (in place)."""
+    """Rewrite model paths inside this checkout as paths relative to it, and add the recording
+    machine's CPU (lscpu model name, cores visible) to `recorded` (in place)."""
     trace = load_trace(path)
     for key in ("target", "draft"):
         value = trace.models.get(key)
         if isinstance(value, str) and value.startswith(str(ROOT) + os.sep):
             trace.models[key] = Path(value).relative_to(ROOT).as_posix()
+    trace.recorded |= {"cpu_model": cpu_model(), "cpu_count": os.cpu_count()}
     path.write_text(trace.to_json())
 
 
-def record(name: str, preset: str, flags: list[str], prompt: str, out: Path) -> Path:
-    """One CLI run into out/cpu-<name>-<prompt slug>.json; exits on failure."""
-    path = out / f"cpu-{name}-{slug(prompt)}.json"
-    cmd = [sys.executable, "-m", "app", "generate", "--prompt", prompt, "--pair", preset,
+def record(name: str, preset: str, flags: list[str], prompt: str, out: Path, device: str = "cpu") -> Path:
+    """One CLI run on `device` into out/<device>-<name>-<prompt slug>.json; exits on failure."""
+    path = out / f"{device}-{name}-{slug(prompt)}.json"
+    flags = flags if device == "cpu" else [f for f in flags if f not in CPU_ONLY]
+    cmd = [sys.executable, "-m", "app", "generate", "--prompt", prompt, "--pair", preset, "--device", device,
            *COMMON, *flags, "--json", os.path.relpath(path, ROOT)]
     print(f"recording {path.name} ...", flush=True)
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -104,10 +113,21 @@ def _f(x, fmt: str) -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
+def machines(traces) -> str:
+    """Each device the traces ran on: its name and dtype, and for a CPU its host's lscpu model
+    name and cores (as recorded in the files; this machine's for files from before that)."""
+    seen = []
+    for t in traces:
+        d, r = t.device, t.recorded
+        host = f"CPU `{r.get('cpu_model') or cpu_model()}` (lscpu model name), {r.get('cpu_count') or os.cpu_count()} cores visible"
+        line = host + (f", {d.get('dtype')}" if d.get("device") == "cpu" else f"; GPU `{d.get('device_name')}`, {d.get('dtype')}")
+        seen += [line] if line not in seen else []
+    return "; ".join(seen) + f" (the traces' device names: {', '.join(sorted({t.device.get('device_name') or '?' for t in traces}))})"
+
+
 def write_readme(out: Path, entries: list[dict]) -> None:
     commits = sorted({e["commit"] or "unknown" for e in entries})
     dates = sorted(e["date"] or "" for e in entries)
-    names = sorted({e["device_name"] or "?" for e in entries})
     traces = [load_trace(out / e["file"]) for e in entries]
     first = traces[0].recorded if traces else {}
     loads = [t.recorded.get("load_average_1min") for t in traces if t.recorded.get("load_average_1min") is not None]
@@ -131,15 +151,14 @@ numbers; `tests/test_recorded.py` checks that every file loads and matches its e
 
 ## What was run
 
-- Machine: CPU `{cpu_model()}` (lscpu model name; the traces' device name: {', '.join(names)}),
-  {os.cpu_count()} cores visible, one torch thread per run (`--threads 1`), float32. Measured ceilings
+- Machines: {machines(traces)}; one torch thread per run (`--threads 1`). Measured ceilings
   (app.hardware, in each file's `device.measured`): {'; '.join(f'{bw / 1e9:.1f} GB/s copy, {fl / 1e9:.1f} GFLOP/s matmul' for bw, fl in roofs) or 'none'}.
 - Commit: {', '.join(f'`{c}`' for c in commits)}; recorded {dates[0] if dates else '?'} to {dates[-1] if dates else '?'} (UTC).
 - Command: `python benchmarks/record_gallery.py`, which runs, for each prompt,
   `python -m app generate --prompt PROMPT --pair PAIR {' '.join(COMMON)} [flags] --json FILE`
   (for example: `{first.get('command', '')}`).
 - The embedded pair at γ = 4 (the default depth); the flagship (`{FLAGSHIP}`) at γ = 1 with
-  `--fast --draft-int8`, its best fixed depth on a CPU. Greedy decoding, {NEW_TOKENS} new tokens, and
+  `--fast --draft-int8`, its best fixed depth on a CPU (on a GPU `--fast` alone). Greedy decoding, {NEW_TOKENS} new tokens, and
   the target-only baseline run for the speedup. The prompts are the Live tab's examples: prose
   openings for the embedded pair, chat questions for the flagship.
 - Times are wall clock on a machine that other jobs shared: the 1-minute load average was
@@ -162,6 +181,8 @@ definition; app/metrics.py); speedup = tokens/s over the baseline run's.
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", choices=[r[0] for r in RUNS], help="record one pair's runs only")
+    ap.add_argument("--device", choices=DEVICES, default="cpu",
+                    help="where the runs decode (files are named after it; default: cpu)")
     ap.add_argument("--out", type=Path, default=GALLERY_DIR)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -172,7 +193,7 @@ def main(argv=None) -> int:
         if args.only and name != args.only:
             continue
         for prompt in prompts:
-            record(name, preset, flags, prompt, args.out)
+            record(name, preset, flags, prompt, args.out, args.device)
     entries = write_manifest(args.out)
     write_readme(args.out, entries)
     for e in entries:

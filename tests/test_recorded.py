@@ -11,8 +11,8 @@ import pytest
 from app import metrics
 from app.cli import main
 from app.engine import DecodeSettings, run
-from app.recorded import (GALLERY_DIR, MANIFEST, MAX_STEPS, MAX_STRING_CHARS, check_trace_dict, find_recorded,
-                          gallery, gallery_trace, load_trace, manifest_entry, parse_trace)
+from app.recorded import (GALLERY_DIR, MANIFEST, MAX_STEPS, MAX_STRING_CHARS, check_trace_dict, closest_recorded,
+                          find_recorded, gallery, gallery_trace, load_trace, manifest_entry, parse_trace)
 from app.trace import SCHEMA_VERSION, Trace
 from app.validation import InputError
 
@@ -250,3 +250,98 @@ def test_every_gallery_file_loads_and_matches_its_manifest_entry():
 def test_the_gallery_is_small():
     total = sum(p.stat().st_size for p in GALLERY_DIR.iterdir())
     assert total < 5e6, f"the gallery is {total / 1e6:.1f} MB"
+
+
+# --------------------------------------------------------------------------- the closest run, replays
+
+def test_the_closest_recorded_run_to_a_live_request():
+    runs = {e["file"]: e for e in gallery()}
+    emma = "cpu-embedded-emma-woodhouse-handsome-clever-and.json"
+    capital = "cpu-flagship-what-is-the-capital-of.json"
+    flagship = "smollm2-135m q4 / distilled draft"
+    prompt = runs[emma]["prompt"]
+    assert closest_recorded(prompt, "embedded", 4)["file"] == emma                  # same example, same pair
+    assert closest_recorded(prompt, "embedded", 1, policy="confidence")["file"] == emma  # nothing closer
+    assert closest_recorded(prompt, flagship, 1)["file"] == emma                    # same example, other pair
+    assert closest_recorded(runs[capital]["prompt"], "embedded", 4)["file"] == capital
+    other = closest_recorded("a prompt nobody recorded", flagship, 1)                 # same pair, any example
+    assert other["pair"] == flagship and other["settings"]["gamma"] == 1
+    assert closest_recorded("a prompt nobody recorded", "embedded", 4, device="cuda")["device"] == "cpu"
+    assert closest_recorded("a prompt nobody recorded", "gpt2-large / gpt2", 4) is None
+
+
+def test_a_replay_streams_the_recorded_tokens_and_ends_on_the_whole_run():
+    from app.ui import replay
+    trace = gallery_trace(gallery()[0])
+    waits = []
+    shown = list(replay.frames(trace, 10.0, sleep=waits.append))
+    assert shown[-1] == (len(trace.steps), trace) and len(shown) > 2
+    counts = [n for n, _ in shown]
+    assert counts == sorted(set(counts))  # steps only ever added, none twice
+    for n, partial in shown[:-1]:
+        assert partial.steps == trace.steps[:n] and partial.summary is None
+        assert replay.views.plain_text(partial) == "".join(
+            p.text for s in trace.steps[:n] for p in s.pieces if p.fate != "rejected")
+    assert sum(waits) <= 10.0 * metrics.wall_seconds(trace)[0] + 1e-9  # the pace: 10x the wall clock at most
+    assert min(waits) >= replay.FRAME_S
+    assert [n for n, _ in replay.frames(trace, 0.0)] == [len(trace.steps)]  # instant: the whole run
+    final = list(replay.replay_gallery(gallery()[0]["file"], "instant"))[-1]
+    assert "end of stream" in final[1] and final[0].startswith("Replayed: ")
+
+
+def test_the_comparison_shows_each_runs_metrics_and_where_they_came_from():
+    from app.ui import replay
+    a, b = gallery()[0], next(e for e in gallery() if e["pair"] != gallery()[0]["pair"])
+    ta, tb = gallery_trace(a), gallery_trace(b)
+    text = replay.compare_markdown((a["file"], ta), (b["file"], tb))
+    for trace, entry in ((ta, a), (tb, b)):
+        s = metrics.summary(trace)
+        assert f"{s['tokens_per_s']:.1f} tokens/s ({s['new_tokens']} tokens" in text
+        assert f"{s['mean_acceptance_length']:.2f} (1 + {s['accepted']} accepted / {s['drafting_steps']} drafting" in text
+        assert " · ".join(f"{i + 1}: {x:.2f}" for i, x in enumerate(s["per_position_acceptance"])) in text
+        assert f"{s['speedup']:.2f}×" in text and replay._md(entry["date"]) in text
+        spread = replay.speedup_spread(trace)
+        alike = [e["speedup"] for e in gallery() if e["pair"] == entry["pair"] and e["device"] == entry["device"]
+                 and e["settings"]["gamma"] == entry["settings"]["gamma"]]
+        assert spread.n == len(alike) and spread.min == min(alike) and spread.max == max(alike)
+    ratio = metrics.summary(tb)["tokens_per_s"] / metrics.summary(ta)["tokens_per_s"]
+    assert f"B's throughput is **{ratio:.2f}×** A's" in text
+
+
+def test_strings_from_a_trace_are_escaped_in_the_replay_tab(good):
+    from app.ui import replay
+    good["recorded"] = {"date": "<img src=x onerror=alert(1)>", "commit": "**bold** | pipe"}
+    good["device"] = {"device_name": "<script>x</script>", "device": "cpu", "dtype": "float32"}
+    trace = parse_trace(json.dumps(good))
+    line = replay.provenance(trace, "up|<b>.json")
+    assert "<" not in line and "|" not in line.replace("\\|", "")
+    table = replay.compare_markdown(("a", trace), ("b", trace))
+    assert "<script>" not in table and "<img" not in table
+
+
+def test_a_bad_upload_is_one_line_and_yields_nothing(tmp_path):
+    import gradio as gr
+
+    from app.ui import replay
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"prompt": "x"}')
+    with pytest.raises(gr.Error) as exc:
+        next(replay.replay_upload(str(bad), "instant"))
+    assert "bad.json is not a speculative-decoding trace" in exc.value.message and "\n" not in exc.value.message
+    assert list(replay.replay_upload(None, "instant")) == []
+
+
+def test_an_old_export_replays_and_compares_as_the_run_replayed_above(good, tmp_path):
+    from app.ui import replay
+    final = list(replay.replay_upload(str(OLD), "instant"))[-1]
+    assert "end of stream" in final[1] and final[0].startswith("Replayed: **upload trace\\_embedded.json**")
+    record = final[-1]
+    assert record.trace == load_trace(OLD)
+    table, *charts = replay.compare(replay.REPLAYED, gallery()[0]["file"], record)
+    assert "Run A: **the run replayed above**" in table and len(charts) == 4
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(good | {"steps": [], "summary": None, "baseline": None}))
+    assert list(replay.replay_upload(str(empty), "recorded pace"))[-1][0].startswith("Replayed: ")
+    import gradio as gr
+    with pytest.raises(gr.Error, match="nothing was replayed yet"):
+        replay.compare(replay.REPLAYED, gallery()[0]["file"], None)

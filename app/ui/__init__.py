@@ -1,8 +1,8 @@
 """The web app: `build_demo() -> gr.Blocks` and `launch()`.
 
 Analytics stay off unless the user set GRADIO_ANALYTICS_ENABLED (the lab must work offline).
-On a ZeroGPU Space (SPACE_ID set and the `spaces` package importable) the decode function is
-wrapped in `spaces.GPU`; everywhere else it runs unchanged.
+On a Space (SPACE_ID set and the `spaces` package importable) the decode function is wrapped in
+`spaces.GPU` (app.spaces: on ZeroGPU it runs on a lent GPU); everywhere else it runs unchanged.
 """
 import os
 
@@ -11,7 +11,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import gradio as gr  # noqa: E402  (after the environment above)
 
-from app.ui import handlers, live  # noqa: E402
+from app.ui import handlers, live, replay  # noqa: E402
 from app.ui.lessons import build_lesson_tabs  # noqa: E402
 from app.presets import default_preset  # noqa: E402
 
@@ -21,18 +21,12 @@ QUEUE_MAX = 32          # waiting requests beyond this are turned away ("queue i
 # it is evicted, and an API client's session never closes: launch() keeps at most this many,
 # the least recently used dropped first
 MAX_SESSIONS = int(os.environ.get("SPECLAB_MAX_SESSIONS", "100"))
-GPU_SECONDS = 120       # ZeroGPU time budget of one decode
 
 
 def zero_gpu(fn):
-    """spaces.GPU(duration=GPU_SECONDS)(fn) on a ZeroGPU Space, else fn itself."""
-    if not os.environ.get("SPACE_ID"):
-        return fn
-    try:
-        import spaces
-    except ImportError:
-        return fn
-    return spaces.GPU(duration=GPU_SECONDS)(fn)
+    """fn in spaces.GPU on a Space (app.spaces.wrap_decode: a recorded run when no GPU is lent)."""
+    from app import spaces
+    return spaces.wrap_decode(fn, replay.gpu_fallback)
 
 
 class PairTracker:
@@ -77,6 +71,8 @@ def build_demo(loader=None) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Live"):
                 live.build(tracker, wrap=zero_gpu)
+            with gr.Tab("Replay / Compare"):
+                replay.build()
             build_lesson_tabs(tracker.current)
         # a closed tab (its heartbeat gone) stops that session's decode after the current step
         demo.unload(handlers.stop)

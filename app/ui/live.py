@@ -62,7 +62,8 @@ def _controls(devices: list[str]) -> dict:
     top = max_new_tokens_for(default)  # the pair's room; changing the pair moves it (_wire)
     c["max_new_tokens"] = gr.Slider(1, top, value=min(96, top), step=1, label="Max new tokens")
     c["device"] = gr.Dropdown(devices, value="auto", label="Device")
-    c["fast_path"] = gr.Checkbox(value=False, label="Fast path", info=handlers.fast_path_note(devices))
+    from app.spaces import fast_path_default  # on by default on a GPU Space (not ZeroGPU)
+    c["fast_path"] = gr.Checkbox(value=fast_path_default(), label="Fast path", info=handlers.fast_path_note(devices))
     c["draft_int8"] = gr.Checkbox(value=False, label="int8 draft weights (fast path, CPU)",
                                   info=handlers.DRAFT_INT8_NOTE)
     c["baseline"] = gr.Checkbox(value=True, label="Also run the baseline (target alone) to measure the speedup")
@@ -198,5 +199,5 @@ def _signature(names) -> inspect.Signature:
     params = [P(name, P.POSITIONAL_OR_KEYWORD,
                 **({"default": runner.OPTIONAL[name]} if name in runner.OPTIONAL else {})) for name in names]
     params += [P("request", P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request),
-               P("progress", P.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
+               P("progress", P.POSITIONAL_OR_KEYWORD, default=gr.Progress(track_tqdm=True))]  # downloads' bars
     return inspect.Signature(params)
