@@ -156,8 +156,11 @@ def test_memory_verdict_flips_at_the_ridge():
     assert memory_verdict(1.0, 153.0, "A100").held is True
     assert memory_verdict(400.0, 153.0, "A100").held is False
     assert memory_verdict(1.0, None, "given bandwidth").held is None
-    here = {"device_name": "cpu", "dtype": "fp32", "decode_intensity": 0.5, "ridge": 9.0}
+    here = {"device_name": "cpu", "dtype": "fp32", "intensity": 0.5, "ridge": 9.0}
     assert "measured ridge of 9" in memory_verdict(1.0, 153.0, "A100", here).evidence
+    assert memory_verdict(1.0, 153.0, "A100", here).held is True
+    assert memory_verdict(1.0, 153.0, "A100", {**here, "intensity": 20.0}).held is False  # compute-bound here
+    assert memory_verdict(1.0, None, "given", here).held is True  # this device's ridge is known
 
 
 # --------------------------------------------------------------------------- interleaving

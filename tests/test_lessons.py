@@ -325,6 +325,7 @@ def test_memory_wall_reproduces_the_70b_example():
     assert w.intensity == pytest.approx(1.0)
     assert w.bound is None and w.tokens_per_s == pytest.approx(1 / 0.070)
     assert w.verdict.held is None and "no ridge" in w.verdict.evidence  # no peak given
+    assert "a device of 2 TB/s" in w.verdict.claim
     # q = 5 at alpha 0.5: E = 1 + .5 + .25 + .125 + .0625 = 1.9375 tokens emitted per sequence, not 5
     batched = memory_wall(70e9, dtype="fp16", batch=8, q=5, alpha=0.5, bytes_per_s=2e12, flops_per_s=1e15)
     assert batched.intensity == pytest.approx(40.0) and batched.bytes_per_token == pytest.approx(140e9 / (8 * 1.9375))

@@ -194,7 +194,9 @@ def boundary_verdict(batches, gammas, ranges: list[list[Spread]], impossible, wa
     else:
         held, evidence = None, (f"at batch {batches[0]}: {cell(0)}; at batch {batches[-1]}: {cell(-1)}; "
                                 "the ranges straddle 1: the spread is wider than the effect")
-    return Verdict(claim, held, evidence + " (speedup ranges from the measured time spreads).", fired(*warnings))
+    rows = ", ".join(f"b={b} {outcome(p, 'yes', 'no', 'unclear')}" for b, p in zip(batches, pays))
+    return Verdict(claim, held, f"{evidence}. Does some γ ≥ 1 pay? {rows} (speedup ranges from the measured "
+                   "time spreads).", fired(*warnings))
 
 
 def thresholds(batches, gammas, speedup, impossible=None) -> tuple[list[int | None], int | None]:
@@ -261,6 +263,7 @@ def batch_vs_depth(pair, *, batches=DEFAULT_BATCHES, gammas=DEFAULT_GAMMAS, alph
     lose, disable = thresholds(batches, gammas, speedup, impossible)
     valid = [[s for s, bad in zip(row, flags) if not bad] for row, flags in zip(speedup, impossible)]
     busy = busy_warnings({f"t_target(b={batches[0]}, 1)": t_target[0][0], f"t_target(b={batches[-1]}, 1)": t_target[-1][0]})
+    spread2 = busy_warnings({"t_target(b=2, 1)": t_target[1][0]})[1:]  # the load is said once, above
     source = (f"measured forward times ({pair.device}, KV cache {kv_len}, {repeats} rounds) + simulated "
               f"acceptance at α = {alpha:.3f} ({alpha_source}; i.i.d. per position, {steps} steps, seed {seed})")
     return BatchDepthResult(
@@ -269,4 +272,4 @@ def batch_vs_depth(pair, *, batches=DEFAULT_BATCHES, gammas=DEFAULT_GAMMAS, alph
         tokens_per_s=tps, speedup=speedup, speedup_range=ranges, impossible=impossible,
         best_gamma=[gammas[row.index(max(v))] for row, v in zip(speedup, valid)], lose_from_batch=lose, disable_at_batch=disable,
         verdict=boundary_verdict(batches, gammas, ranges, impossible, busy),
-        batch2_verdict=batch2_verdict(t_target[1][0].ratio(t_target[0][0]), busy))
+        batch2_verdict=batch2_verdict(t_target[1][0].ratio(t_target[0][0]), spread2))

@@ -16,10 +16,10 @@ Method:
     t(q) the target's pass times over the run's mean KV length (app.knee.time_passes,
     medians), plus the draft passes whose tokens were rejected (the passes after the first
     n_accepted of the step, as timed in the run).
-Why it can fail, from the same run: a step costs gamma draft passes (c = t_draft / t(1) each)
-plus a verify pass of k = t(gamma + 1) / t(1) one-token passes, and emits E tokens, so the
-time ratio is about (gamma c + k) / E; above 1 when the passes are not flat in q or the draft
-is dear.
+Why it can fail, from the same runs (`_why`): a speculative step's drafting, verifying and other
+work (sampling, bookkeeping) over the tokens it emitted, against plain decoding's per-token pass
+and other work; above 1 when the verify pass is not flat in q, the draft is dear, or few tokens
+are accepted.
 """
 from __future__ import annotations
 
@@ -153,18 +153,31 @@ def wasted_seconds(steps, t_pass: list[float]) -> tuple[float, float]:
     return verify, draft
 
 
-def _why(run, gamma: int, t_pass: list[Spread]) -> tuple[float, float, str]:
-    """(alpha_hat, c, the time ratio explained from its parts): c = median draft pass / t(1),
-    k = t(gamma + 1) / t(1), E = tokens per step; time per token against plain ~ (gamma c + k) / E."""
-    alpha = alpha_hat([run])
-    drafts = [f.seconds for s in run.steps for f in s.forwards if f.phase == "draft"]
+def per_step(run, phases) -> tuple[float, float, float]:
+    """(seconds per step in passes of `phases`, seconds per step in everything else, tokens per
+    step) of a run, from its own timed passes and wall time."""
+    n = max(len(run.steps), 1)
+    passes = sum(f.seconds for s in run.steps for f in s.forwards if f.phase in phases) / n
+    return passes, run.seconds / n - passes, len(run.ids) / n
+
+
+def _why(spec, plain, gamma: int, t_pass: list[Spread]) -> tuple[float, float, str]:
+    """(alpha_hat, c = median draft pass / t(1), the time ratio taken apart from the fastest
+    runs' own timings: per step drafting, verifying and other work, over the tokens it emitted,
+    against plain decoding's per-token pass and other work)."""
+    alpha = alpha_hat([spec])
+    drafts = [f.seconds for s in spec.steps for f in s.forwards if f.phase == "draft"]
     c = statistics.median(drafts) / t_pass[0].median if drafts else 0.0
-    k = t_pass[-1].median / t_pass[0].median
-    e = len(run.ids) / len(run.steps) if run.steps else 0.0
-    why = (f"each step cost {gamma} draft pass(es) at c = {c:.2f} of a target pass plus a verify pass of "
-           f"{gamma + 1} tokens at {k:.2f}× one token, and emitted {e:.2f} tokens: ({gamma}·{c:.2f} + {k:.2f}) / "
-           f"{e:.2f} = {(gamma * c + k) / e if e else 0:.2f}× the plain time per token (measured parts). "
-           f"On a GPU the passes are memory-bound: {recorded_gpu_run()}")
+    draft, _, _ = per_step(spec, ("draft",))
+    verify, other, e = per_step(spec, ("verify", "decode"))
+    other -= draft
+    p_pass, p_other, _ = per_step(plain, ("decode",))
+    ms = lambda x: f"{x * 1e3:.1f} ms"
+    why = (f"in the fastest runs a speculative step took {ms(draft + verify + other)} ({ms(draft)} drafting up to {gamma} "
+           f"tokens, {ms(verify)} verifying, {ms(other)} other work) and emitted {e:.2f} tokens: "
+           f"{ms((draft + verify + other) / e if e else 0)} per token, against {ms(p_pass + p_other)} per token plain "
+           f"({ms(p_pass)} pass + {ms(p_other)} other work). On a GPU the passes are memory-bound: "
+           + recorded_gpu_run().rstrip("."))
     return alpha, c, why
 
 
@@ -209,7 +222,7 @@ def flops_vs_time(pair, *, prompt: str = DEFAULT_PROMPT, gamma: int = 4, max_new
     flops, wasted = count_flops(spec.run.steps, plain.run.steps, {"target": pair.target.config,
                                                                    "draft": pair.draft.config}, dtype_bytes(pair))
     time_ratio = paired_ratio(spec.seconds, plain.seconds)
-    alpha, c, why = _why(spec.run, best, t_pass)
+    alpha, c, why = _why(spec.run, plain.run, best, t_pass)
     warnings = (check_leviathan_bound(1 / time_ratio.median, alpha, best, c),
                 *busy_warnings({"the speculative run": spec.seconds, "the plain run": plain.seconds}))
     flops_ratio = (flops["draft"] + flops["verify_used"] + flops["verify_wasted"]) / flops["plain_decode"] \

@@ -30,7 +30,7 @@ CLAIM_Q = 5
 
 WHY = {
     "overhead": "the passes are overhead-bound (t(1) is far above both its memory and its compute "
-                "floor): the flat stretch comes from spreading each pass's fixed cost (dispatch, "
+                "floor): what flatness there is comes from spreading each pass's fixed cost (dispatch, "
                 "framework, small kernels) over more tokens, not from arithmetic idling while the "
                 "weights stream in",
     "memory": "the passes are memory-bound: every weight is read once whatever q is, so the extra "

@@ -44,18 +44,28 @@ DEFAULT_ALPHA = 0.7  # an assumed acceptance rate for q > 1 (a stated input: giv
 
 def memory_verdict(intensity: float, ridge: float | None, device: str, here: dict | None = None,
                    warnings=()) -> Verdict:
-    """Is the pass memory-bound on `device` (intensity below its ridge)? None without a ridge.
-    here: this device's measured ridge and decode intensity (this_device_rates)."""
-    claim = f"this pass is memory-bound on {device}: its intensity is below the ridge"
-    held = None if not ridge else intensity < ridge
-    evidence = f"intensity {intensity:.3g} FLOP/byte (calculated) " + outcome(
-        held, f"< ridge {ridge or 0:.3g} FLOP/byte", f">= ridge {ridge or 0:.3g} FLOP/byte: compute-bound",
-        "against no ridge: give a peak FLOP/s to place it")
+    """Is the pass memory-bound (intensity below the ridge) on `device`, and on this device when
+    `here` is given (this_device_rates, with "intensity": the same pass in this device's dtype)?
+    Held when below every known ridge, not held when above one, None when no ridge is known."""
+    claim = f"this pass is memory-bound on {device}" + (" and on this device" if here else "") + \
+        ": its intensity is below the ridge"
+    known = [(intensity, ridge)] if ridge else []
+    known += [(here["intensity"], here["ridge"])] if here else []
+    held = None if not known else all(i < r for i, r in known)
+    evidence = f"{device}: intensity {intensity:.3g} FLOP/byte (calculated) " + (
+        f"{'<' if intensity < ridge else '>='} ridge {ridge:.3g} FLOP/byte" if ridge
+        else "against no ridge (give a peak FLOP/s to place it)")
     if here:
-        evidence += (f"; on this device ({here['device_name']}, {here['dtype']}) a one-token decode pass has "
-                     f"intensity {here['decode_intensity']:.3g} FLOP/byte against a measured ridge of "
+        evidence += (f"; this device ({here['device_name']}, {here['dtype']}): intensity {here['intensity']:.3g} "
+                     f"FLOP/byte {'<' if here['intensity'] < here['ridge'] else '>='} its measured ridge of "
                      f"{here['ridge']:.3g} FLOP/byte")
     return Verdict(claim, held, evidence + ".", fired(*warnings))
+
+
+def device_label(bytes_per_s: float, flops_per_s: float | None) -> str:
+    """A device given by its numbers, in words."""
+    peak = f" and {flops_per_s / 1e12:.3g} TFLOP/s" if flops_per_s else ""
+    return f"a device of {bytes_per_s / 1e12:.3g} TB/s{peak}"
 
 
 def reference_rates(dtype: str) -> dict:
@@ -197,6 +207,8 @@ def memory_wall(params: float, *, dtype: str = "fp16", batch: int = 1, q: int = 
     compute = f_pass / flops_per_s if flops_per_s else None
     ridge = flops_per_s / bytes_per_s if flops_per_s else None
     here = this_device_rates() if this_device else None
+    if here:  # the same pass in this device's dtype (weights only)
+        here["intensity"] = 2 * batch * q / BYTES_PER_PARAM[here["dtype"]]
     return MemoryWall(params=params, dtype=dtype, bytes_per_param=bpp, batch=batch, q=q, alpha=alpha, context=context,
                       kv_bytes_per_token=kv, device=label, bytes_per_s=bytes_per_s, flops_per_s=flops_per_s,
                       weight_bytes=weights, kv_bytes=kv_bytes, bytes_per_pass=b_pass, tokens_per_pass=tokens,
@@ -205,7 +217,8 @@ def memory_wall(params: float, *, dtype: str = "fp16", batch: int = 1, q: int = 
                       bound=None if compute is None else ("memory" if b_pass / bytes_per_s >= compute else "compute"),
                       memory_bound_below=ridge * bpp / 2 if ridge else None,
                       reference=reference_rates("fp32" if dtype == "fp32" else "fp16"), here=here,
-                      verdict=memory_verdict(f_pass / b_pass, ridge, label, here,
+                      verdict=memory_verdict(f_pass / b_pass, ridge, device or source or device_label(bytes_per_s, flops_per_s),
+                                             here,
                                              (check_load(),) if this_device else ()))
 
 
