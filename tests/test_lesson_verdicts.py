@@ -45,6 +45,12 @@ def test_knee_floor_fires_on_an_impossible_ratio():
     assert knee(S(1.1, 1.2, 1.3)).warnings == ()
 
 
+def test_too_few_repeats_are_inconclusive():
+    assert knee_verdict((1, 5), [S(1.0), S(1.1)]).held is None  # one round: no spread to judge
+    assert batch2_verdict(S(1.0, 1.02, 1.05), repeats=1).held is None
+    assert batch2_verdict(S(1.0, 1.02, 1.05), repeats=3).held is True
+
+
 def test_knee_claim_q_without_five():
     assert claim_q((1, 2, 4, 16)) == 4 and claim_q((1, 16)) == 16 and claim_q((1,)) is None
     assert knee_verdict((1,), [S(1.0)]).held is None
@@ -126,6 +132,7 @@ def test_boundary_verdict_held_failed_inconclusive():
     always = ranges(*[[(1.2, 1.3, 1.4), (1.1, 1.2, 1.3)]] * 3)
     v = boundary_verdict((1, 2, 64), GAMMAS, always, NONE_BAD)
     assert v.held is False and "still pays at the largest batch measured, 64" in v.evidence
+    assert boundary_verdict((1, 2, 64), GAMMAS, held, NONE_BAD, repeats=2).held is None
     noisy = ranges(*[[(0.8, 1.0, 1.3), (0.7, 1.0, 1.2)]] * 3)
     assert boundary_verdict((1, 2, 64), GAMMAS, noisy, NONE_BAD).held is None
 

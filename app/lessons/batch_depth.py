@@ -37,7 +37,7 @@ import numpy as np
 
 from app import validation
 from app.knee import BEND_RATIO, time_passes
-from app.lessons.common import (Progress, busy_warnings, check_float, check_int, check_ints, measure_alpha,
+from app.lessons.common import (MIN_REPEATS, Progress, busy_warnings, check_float, check_int, check_ints, measure_alpha,
                                 need_draft, pair_label, part, report, require)
 from app.lessons.verdict import (Spread, Verdict, check_knee_floor, check_leviathan_bound, fired, outcome,
                                  ratio_verdict)
@@ -154,15 +154,18 @@ def impossible_cells(speedup, t_target, t_draft, gammas, alpha: float) -> list[l
              for g, s in zip(gammas, row)] for row, tt, td in zip(speedup, t_target, t_draft)]
 
 
-def batch2_verdict(ratio: Spread | None, warnings=()) -> Verdict:
-    """C5: one pass for 2 sequences costs about one (ratio = t(2, 1) / t(1, 1) below BEND_RATIO)."""
+def batch2_verdict(ratio: Spread | None, warnings=(), repeats: int = MIN_REPEATS) -> Verdict:
+    """C5: one pass for 2 sequences costs about one (ratio = t(2, 1) / t(1, 1) below BEND_RATIO);
+    inconclusive with fewer than MIN_REPEATS repeats behind it."""
     claim = f"a pass for batch 2 costs about what batch 1 costs (t(b=2)/t(b=1) below {BEND_RATIO}×)"
     if ratio is None:
         return Verdict(claim, None, "batch 1 and 2 were not both measured", fired(*warnings))
-    held = ratio_verdict(ratio, below=BEND_RATIO)
+    enough = repeats >= MIN_REPEATS
+    held = ratio_verdict(ratio, below=BEND_RATIO) if enough else None
     evidence = f"t(b=2)/t(b=1) at q = 1 = {ratio.text('×')} (measured), " + outcome(
         held, f"its whole range below {BEND_RATIO}×", f"its whole range above {BEND_RATIO}×",
-        f"its range straddles {BEND_RATIO}×: the spread is wider than the effect") + "."
+        f"its range straddles {BEND_RATIO}×: the spread is wider than the effect" if enough
+        else f"too few repeats to judge (at least {MIN_REPEATS})") + "."
     return Verdict(claim, held, evidence, fired(check_knee_floor(2, ratio), *warnings))
 
 
@@ -175,8 +178,10 @@ def _pays(row: list[Spread], flags: list[bool], gammas) -> bool | None:
     return False if cells and all(s.max <= 1 for s in cells) else None
 
 
-def boundary_verdict(batches, gammas, ranges: list[list[Spread]], impossible, warnings=()) -> Verdict:
-    """C6: speculation pays at the smallest batch and stops paying at a larger one (ranges)."""
+def boundary_verdict(batches, gammas, ranges: list[list[Spread]], impossible, warnings=(),
+                     repeats: int = MIN_REPEATS) -> Verdict:
+    """C6: speculation pays at the smallest batch and stops paying at a larger one (ranges);
+    inconclusive with fewer than MIN_REPEATS repeats behind the ranges."""
     claim = "speculation pays at a small batch and stops paying from some larger batch on"
     pays = [_pays(row, flags, gammas) for row, flags in zip(ranges, impossible)]
     best = lambda i: max(((s, g) for s, g, bad in zip(ranges[i], gammas, impossible[i]) if g > 0 and not bad),
@@ -194,6 +199,8 @@ def boundary_verdict(batches, gammas, ranges: list[list[Spread]], impossible, wa
     else:
         held, evidence = None, (f"at batch {batches[0]}: {cell(0)}; at batch {batches[-1]}: {cell(-1)}; "
                                 "the ranges straddle 1: the spread is wider than the effect")
+    if repeats < MIN_REPEATS:
+        held, evidence = None, f"too few repeats to judge ({repeats}; at least {MIN_REPEATS})"
     rows = ", ".join(f"b={b} {outcome(p, 'yes', 'no', 'unclear')}" for b, p in zip(batches, pays))
     return Verdict(claim, held, f"{evidence}. Does some γ ≥ 1 pay? {rows} (speedup ranges from the measured "
                    "time spreads).", fired(*warnings))
@@ -271,5 +278,5 @@ def batch_vs_depth(pair, *, batches=DEFAULT_BATCHES, gammas=DEFAULT_GAMMAS, alph
         gammas=list(gammas), kv_len=kv_len, steps=steps, seed=seed, t_target=t_target, t_draft=t_draft,
         tokens_per_s=tps, speedup=speedup, speedup_range=ranges, impossible=impossible,
         best_gamma=[gammas[row.index(max(v))] for row, v in zip(speedup, valid)], lose_from_batch=lose, disable_at_batch=disable,
-        verdict=boundary_verdict(batches, gammas, ranges, impossible, busy),
-        batch2_verdict=batch2_verdict(t_target[1][0].ratio(t_target[0][0]), spread2))
+        verdict=boundary_verdict(batches, gammas, ranges, impossible, busy, repeats),
+        batch2_verdict=batch2_verdict(t_target[1][0].ratio(t_target[0][0]), spread2, repeats))

@@ -5,8 +5,8 @@ and every verified position after the first rejection, is work thrown away - yet
 sooner, because the target's passes are not limited by arithmetic (memory or overhead bound).
 
 Method:
-  * sweep: one speculative run at each gamma in 1..gamma_max, greedy; the fastest gamma is
-    the one tested (a fixed gamma = 4 can lose where gamma = 1 wins).
+  * sweep: two speculative runs at each gamma in 1..gamma_max (up, then down), greedy; the
+    fastest gamma is the one tested (a fixed gamma = 4 can lose where gamma = 1 wins).
   * measured: plain and speculative runs at that gamma, interleaved over `repeats` rounds;
     time ratio t_spec / t_plain round by round (verdict.paired_ratio), judged against 1.
   * counted (app.costmodel.forward_cost, prefill excluded from both runs): draft passes; of a
@@ -93,7 +93,8 @@ class FlopsResult:
 
     def headline(self) -> str:
         sweep = ", ".join(f"γ = {s['gamma']}: {s['seconds'] * 1e3:.0f} ms" for s in self.sweep)
-        return (f"{self.verdict.text()}\n\nMeasured: the γ sweep ({sweep}; one run each) chose γ = {self.gamma}; "
+        return (f"{self.verdict.text()}\n\nMeasured: the γ sweep ({sweep}; faster of two runs each) chose "
+                f"γ = {self.gamma}; "
                 f"wasted work took **{self.waste['share']:.0%}** of the speculative run's time (measured: "
                 f"marginal verify time {self.waste['verify_marginal_s'] * 1e3:.1f} ms + draft passes for "
                 f"rejected tokens {self.waste['draft_rejected_s'] * 1e3:.1f} ms); "
@@ -182,15 +183,17 @@ def _why(spec, plain, gamma: int, t_pass: list[Spread]) -> tuple[float, float, s
 
 
 def _sweep(pair, ids, settings, gamma_max, progress):
-    """[{"gamma", "seconds"}] of one speculative run per gamma in 1..gamma_max (the first run
-    also warms the caches up)."""
+    """[{"gamma", "seconds"}]: the faster of two speculative runs per gamma in 1..gamma_max, the
+    second round in reverse order so a drift in the machine's load does not favour one end
+    (after one untimed warm-up run)."""
     from dataclasses import replace
     decode(pair, ids, replace(settings, gamma=1))  # warm-up, not timed
-    out = []
-    for g in range(1, gamma_max + 1):
-        report(progress)(g / (gamma_max + 1), f"sweep: γ = {g}")
-        out.append({"gamma": g, "seconds": decode(pair, ids, replace(settings, gamma=g)).seconds})
-    return out
+    gammas, best = list(range(1, gamma_max + 1)), {}
+    for i, g in enumerate(gammas + gammas[::-1]):
+        report(progress)(i / (2 * gamma_max), f"sweep: γ = {g}")
+        seconds = decode(pair, ids, replace(settings, gamma=g)).seconds
+        best[g] = min(best.get(g, seconds), seconds)
+    return [{"gamma": g, "seconds": best[g]} for g in gammas]
 
 
 def flops_vs_time(pair, *, prompt: str = DEFAULT_PROMPT, gamma: int = 4, max_new_tokens: int = 64,

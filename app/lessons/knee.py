@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.knee import BEND_RATIO
-from app.lessons.common import (Progress, busy_warnings, check_int, check_ints, pair_label, part,
+from app.lessons.common import (MIN_REPEATS, Progress, busy_warnings, check_int, check_ints, pair_label, part,
                                 recorded_gpu_run, require)
 from app.lessons.verdict import (Spread, Verdict, check_knee_floor, check_memory_floor, fired, outcome,
                                  paired_ratio, ratio_verdict)
@@ -59,10 +59,11 @@ def knee_verdict(qs, ratios: list[Spread], *, bend_ratio: float = BEND_RATIO, bo
         return Verdict("a pass of a few tokens costs about one token's time", None,
                        "only q = 1 was measured: nothing to compare", fired(*warnings))
     ratio = ratios[list(qs).index(q)]
-    held = ratio_verdict(ratio, below=bend_ratio)
+    held = ratio_verdict(ratio, below=bend_ratio) if ratio.n >= MIN_REPEATS else None
     evidence = f"t({q})/t(1) = {ratio.text('×')} (measured), " + outcome(
         held, f"its whole range below {bend_ratio}×", f"its whole range above {bend_ratio}×",
-        f"its range straddles {bend_ratio}×: the spread is wider than the effect") + "."
+        f"its range straddles {bend_ratio}×: the spread is wider than the effect" if ratio.n >= MIN_REPEATS
+        else f"too few repeats to judge (at least {MIN_REPEATS})") + "."
     if bound in WHY:
         evidence += f" Why: {WHY[bound]}."
     if on_cpu:
