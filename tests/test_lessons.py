@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from app.hardware import Ceilings
-from app.knee import find_bend
 from app.lessons import LESSONS, LessonError, get
 from app.lessons.batch_depth import batch_vs_depth, simulate, thresholds
 from app.lessons.common import expected_tokens, leviathan_speedup

@@ -6,8 +6,12 @@
 
 Every lesson function takes the ModelPair first (except memory_wall: pure arithmetic), validates
 its inputs (LessonError, one line), accepts progress(fraction, message), and returns a dataclass
-of plain values with to_dict(), summary() (lines for a terminal) and headline() (one Markdown
-line: measured next to predicted). QUICK holds the small sizes of the walkthrough.
+of plain values with a `verdict` (app.lessons.verdict.Verdict: claim, held, evidence, computed
+from the run's own timings with their spread), to_dict() (the verdict under "verdict", each
+timing as {min, median, max, n}, each number labelled measured / counted / calculated),
+summary() (lines for a terminal) and headline() (Markdown that starts with the verdict).
+No title or notice here states a conclusion: the verdict does, from the data. QUICK holds the
+small sizes of the walkthrough; the dict's order is the walkthrough's (memory wall first).
 Modules are imported on first use, so listing the lessons loads no model code. The figures are
 drawn by the callers (app.ui.lessons.lesson_figure): this package computes, and imports no
 visualizations.

@@ -29,7 +29,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from app.lessons.common import LessonError, check_float, check_int, expected_tokens, require
-from app.lessons.verdict import Verdict, check_load, fired, outcome
+from app.lessons.verdict import Verdict, check_load, fired
 
 BYTES_PER_PARAM = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 PARAMS = (1.0, 1e15)       # parameters accepted
