@@ -377,6 +377,11 @@ def test_cli_memory_wall_json_to_stdout(capsys):
     d = json.loads(out)
     assert d["lesson"] == "memory_wall" and d["memory_floor_s"] == pytest.approx(0.07)
     assert "140 GB per token" in err
+    assert d["verdict"]["held"] is None and d["verdict"]["claim"]  # no peak given: no ridge to judge by
+    code, out, err = cli(["lesson", "memory_wall", "--params", "70B", "--peak", "300", "--context", "1024",
+                          "--kv-per-token", "327680", "--json", "-"], capsys)
+    d = json.loads(out)
+    assert code == 0 and d["verdict"]["held"] is True and d["kv_bytes"] == pytest.approx(1025 * 327680)
 
 
 def test_cli_knee_writes_json_file(tiny_dirs, tmp_path, capsys, monkeypatch):
