@@ -152,6 +152,17 @@ def test_impossible_cells_are_flagged_and_left_out():
     assert v.held is False and "best γ = 1" in v.evidence
 
 
+def test_speedup_ranges_pair_the_timing_rounds():
+    """Round 2 ran twice as slow for every pass: per round the speedup is the same, so the range
+    is a point; with unequal sample counts the extreme pairings are used instead."""
+    t_target = [[S(1.0, 2.0, 1.0), S(1.2, 2.4, 1.2)]]  # gamma 0, 1: t(b, 1), t(b, 2)
+    t_draft = [S(0.1, 0.2, 0.1)]
+    cell = speedup_ranges(t_target, t_draft, (0, 1), [[1.0, 1.5]])[0][1]
+    assert cell.min == pytest.approx(1.5 * 1.0 / 1.3) and cell.max == pytest.approx(cell.min)
+    wide = speedup_ranges([[S(1.0, 2.0, 1.0), S(1.2, 2.4)]], t_draft, (0, 1), [[1.0, 1.5]])[0][1]
+    assert wide.min == pytest.approx(1.5 * 1.0 / (0.2 + 2.4)) and wide.max == pytest.approx(1.5 * 2.0 / 1.3)
+
+
 def test_emitted_tokens_are_one_per_sequence_without_acceptance():
     assert emitted([1, 4], (0, 2), alpha=0.0, steps=10, seed=0) == [[1.0, 1.0], [4.0, 4.0]]
     assert emitted([2], (0, 3), alpha=1.0, steps=10, seed=0) == [[2.0, 8.0]]

@@ -17,7 +17,7 @@ Method (measured times, simulated acceptance):
   * per-step time  T(b, gamma) = gamma * t_draft(b, 1) + t_target(b, gamma + 1)
     tokens/s       = sum over steps and sequences of (n + 1) / (steps * T(b, gamma))
     speedup        = tokens/s(b, gamma) / tokens/s(b, 0),   tokens/s(b, 0) = b / t_target(b, 1)
-    speedup range  [E_g T_0.min / (E_0 T_g.max), E_g T_0.max / (E_0 T_g.min)] from the time spreads
+    speedup range  one sample per timing round (speedup_ranges); the heatmap shows its median
 Verdicts (pure functions of the timings): C5 `batch2_verdict`, a pass for 2 sequences costs about
 one (t(2, 1) / t(1, 1) below app.knee.BEND_RATIO; the conservative ratio of the two spreads,
 as the batch sizes are timed one after the other); C6 `boundary_verdict`,
@@ -51,8 +51,8 @@ QUICK = {"batches": (1, 2, 4, 16, 64), "gammas": (0, 1, 2, 4, 8), "repeats": 3, 
 @dataclass
 class BatchDepthResult:
     """Rows follow batches, columns follow gammas (gammas[0] == 0, the plain-decoding column).
-    t_target[i][j], t_draft[i]: measured Spreads; speedup[i][j]: from the medians;
-    speedup_range[i][j]: its range from the time spreads; impossible[i][j]: above the Leviathan
+    t_target[i][j], t_draft[i]: measured Spreads; speedup_range[i][j]: one sample per timing
+    round; speedup[i][j]: its median; tokens_per_s: from the median times; impossible[i][j]: above the Leviathan
     bound (left out of the verdicts). lose_from_batch[j]: smallest batch where gamma_j loses
     (median speedup < 1); None if never (and for gamma 0). disable_at_batch: smallest batch from
     which on no gamma >= 1 beats gamma 0 (medians). verdict: C6 (boundary_verdict);
@@ -130,19 +130,26 @@ def simulate(t_target, t_draft, batches, gammas, alpha: float, steps: int, seed:
 
 
 def speedup_ranges(t_target: list[list[Spread]], t_draft: list[Spread], gammas, e) -> list[list[Spread]]:
-    """Speedup of each cell over gamma 0 as (low, median, high): the extreme pairings of the
-    time spreads (module docstring); e: emitted(). gamma 0 is 1 exactly (one timing)."""
+    """Speedup of each cell over gamma 0, one sample per timing round: round i's
+    E_g t_target(b, 1)_i / (E_0 (g t_draft_i + t_target(b, g + 1)_i)). The target's q values are
+    timed in the same rounds (time_passes interleaves them), so a change in load cancels in the
+    ratio; the draft's rounds are paired by index. Where the sample counts differ: the extreme
+    pairings (low, median, high). e: emitted(). gamma 0 is 1 exactly (one timing)."""
     out = []
     for tt, td, row in zip(t_target, t_draft, e):
         cells = []
         for j, g in enumerate(gammas):
+            gain = row[j] / row[0]
             if g == 0:
                 cells.append(Spread.of([1.0]))
-                continue
-            step = lambda pick: g * pick(td) + pick(tt[j])
-            gain = row[j] / row[0]
-            cells.append(Spread((gain * tt[0].min / step(lambda s: s.max), gain * tt[0].median / step(lambda s: s.median),
-                                 gain * tt[0].max / step(lambda s: s.min))))
+            elif td.n == tt[0].n == tt[j].n:
+                cells.append(Spread.of([gain * t1 / (g * d + tq) for t1, d, tq in
+                                        zip(tt[0].samples, td.samples, tt[j].samples)]))
+            else:
+                step = lambda pick: g * pick(td) + pick(tt[j])
+                cells.append(Spread((gain * tt[0].min / step(lambda s: s.max),
+                                     gain * tt[0].median / step(lambda s: s.median),
+                                     gain * tt[0].max / step(lambda s: s.min))))
         out.append(cells)
     return out
 
@@ -203,7 +210,7 @@ def boundary_verdict(batches, gammas, ranges: list[list[Spread]], impossible, wa
         held, evidence = None, f"too few repeats to judge ({repeats}; at least {MIN_REPEATS})"
     rows = ", ".join(f"b={b} {outcome(p, 'yes', 'no', 'unclear')}" for b, p in zip(batches, pays))
     return Verdict(claim, held, f"{evidence}. Does some γ ≥ 1 pay? {rows} (speedup ranges from the measured "
-                   "time spreads).", fired(*warnings))
+                   "timing rounds).", fired(*warnings))
 
 
 def thresholds(batches, gammas, speedup, impossible=None) -> tuple[list[int | None], int | None]:
@@ -264,8 +271,8 @@ def batch_vs_depth(pair, *, batches=DEFAULT_BATCHES, gammas=DEFAULT_GAMMAS, alph
     e = emitted(batches, gammas, alpha, steps, seed)
     tps = [[e[i][j] / (g * t_draft[i].median + t_target[i][j].median) for j, g in enumerate(gammas)]
            for i in range(len(batches))]
-    speedup = [[v / row[0] for v in row] for row in tps]
     ranges = speedup_ranges(t_target, t_draft, gammas, e)
+    speedup = [[x.median for x in row] for row in ranges]
     impossible = impossible_cells(speedup, t_target, t_draft, gammas, alpha)
     lose, disable = thresholds(batches, gammas, speedup, impossible)
     valid = [[s for s, bad in zip(row, flags) if not bad] for row, flags in zip(speedup, impossible)]
