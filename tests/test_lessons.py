@@ -114,6 +114,7 @@ def test_batch_vs_depth_grid_has_the_requested_axes(tiny_pair):
     assert "simulated acceptance at α = 0.800" in r.source and "measured forward times" in r.source
     assert r.best_gamma[0] in r.gammas
     assert "batch 2" in r.batch2_verdict.claim and r.headline().startswith(r.verdict.text())
+    assert r.batch2_seconds["b=1"].n == r.batch2_seconds["b=2"].n == 3
     d = roundtrip(r)
     assert d["t_target"][0][0].keys() == {"min", "median", "max", "n"} and d["verdict"]["held"] in (True, False, None)
     fig = figures.batch_depth_figure(d)

@@ -19,8 +19,8 @@ Method (measured times, simulated acceptance):
     speedup        = tokens/s(b, gamma) / tokens/s(b, 0),   tokens/s(b, 0) = b / t_target(b, 1)
     speedup range  one sample per timing round (speedup_ranges); the heatmap shows its median
 Verdicts (pure functions of the timings): C5 `batch2_verdict`, a pass for 2 sequences costs about
-one (t(2, 1) / t(1, 1) below app.knee.BEND_RATIO; the conservative ratio of the two spreads,
-as the batch sizes are timed one after the other); C6 `boundary_verdict`,
+one (t(2, 1) / t(1, 1) below app.knee.BEND_RATIO; batches 1 and 2 timed alternately,
+`batch2_times`, the ratio taken round by round); C6 `boundary_verdict`,
 speculation pays at the smallest batch and stops paying at a larger one, judged on the speedup
 ranges. A cell whose median speedup exceeds the Leviathan bound for its alpha, gamma and c =
 t_draft / t_target(b, 1) (verdict.check_leviathan_bound) is impossible: timing noise made a
@@ -39,8 +39,8 @@ from app import validation
 from app.knee import BEND_RATIO, time_passes
 from app.lessons.common import (MIN_REPEATS, Progress, busy_warnings, check_float, check_int, check_ints, measure_alpha,
                                 need_draft, pair_label, part, report, require)
-from app.lessons.verdict import (Spread, Verdict, check_knee_floor, check_leviathan_bound, fired, outcome,
-                                 ratio_verdict)
+from app.lessons.verdict import (Spread, Verdict, check_knee_floor, check_leviathan_bound, fired, interleave,
+                                 outcome, paired_ratio, ratio_verdict)
 from app.settings import MAX_BATCH
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -77,6 +77,7 @@ class BatchDepthResult:
     disable_at_batch: int | None
     verdict: Verdict
     batch2_verdict: Verdict
+    batch2_seconds: dict[str, Spread]  # t_target(b, 1) for b = 1, 2, timed alternately (C5)
 
     def headline(self) -> str:
         flagged = sum(map(sum, self.impossible))
@@ -104,6 +105,7 @@ class BatchDepthResult:
                 "best_gamma": self.best_gamma, "lose_from_batch": self.lose_from_batch,
                 "disable_at_batch": self.disable_at_batch, "verdict": self.verdict.to_dict(),
                 "batch2_verdict": self.batch2_verdict.to_dict(),
+                "batch2_seconds": {k: v.to_dict() for k, v in self.batch2_seconds.items()},
                 "labels": {"t_target": "measured", "t_draft": "measured",
                            "speedup": "calculated (measured times, simulated acceptance)"}}
 
@@ -246,6 +248,16 @@ def measure_times(pair, batches, gammas, kv_len, repeats, progress=None):
     return t_target, t_draft
 
 
+def batch2_times(pair, kv_len: int, repeats: int) -> dict[str, Spread]:
+    """t_target(b, 1) for b = 1 and 2, alternating (b=1, b=2, b=1, ...; verdict.interleave), one
+    timed pass per call after its warm-up, so round i of each was taken moments apart (C5)."""
+    from app.fastpath import use_by_default
+
+    once = lambda b: lambda: time_passes(pair.target, device=pair.device, batch=b, qs=[1], kv_len=kv_len,
+                                         repeats=1, fast=use_by_default(pair.device))[0]
+    return interleave({"b=1": once(1), "b=2": once(2)}, repeats)
+
+
 def _alpha(pair, alpha, temperature, seed, progress) -> tuple[float, str]:
     """(alpha, where it came from): chosen, or measured on the pair."""
     if alpha is not None:
@@ -277,7 +289,8 @@ def batch_vs_depth(pair, *, batches=DEFAULT_BATCHES, gammas=DEFAULT_GAMMAS, alph
     lose, disable = thresholds(batches, gammas, speedup, impossible)
     valid = [[s for s, bad in zip(row, flags) if not bad] for row, flags in zip(speedup, impossible)]
     busy = busy_warnings({f"t_target(b={batches[0]}, 1)": t_target[0][0], f"t_target(b={batches[-1]}, 1)": t_target[-1][0]})
-    spread2 = busy_warnings({"t_target(b=2, 1)": t_target[1][0]})[1:]  # the load is said once, above
+    c5 = batch2_times(pair, kv_len, repeats)
+    spread2 = busy_warnings({"t(b=1) for C5": c5["b=1"], "t(b=2) for C5": c5["b=2"]})[1:]  # load: said above
     source = (f"measured forward times ({pair.device}, KV cache {kv_len}, {repeats} rounds) + simulated "
               f"acceptance at α = {alpha:.3f} ({alpha_source}; i.i.d. per position, {steps} steps, seed {seed})")
     return BatchDepthResult(
@@ -286,4 +299,4 @@ def batch_vs_depth(pair, *, batches=DEFAULT_BATCHES, gammas=DEFAULT_GAMMAS, alph
         tokens_per_s=tps, speedup=speedup, speedup_range=ranges, impossible=impossible,
         best_gamma=[gammas[row.index(max(v))] for row, v in zip(speedup, valid)], lose_from_batch=lose, disable_at_batch=disable,
         verdict=boundary_verdict(batches, gammas, ranges, impossible, busy, repeats),
-        batch2_verdict=batch2_verdict(t_target[1][0].ratio(t_target[0][0]), spread2, repeats))
+        batch2_verdict=batch2_verdict(paired_ratio(c5["b=2"], c5["b=1"]), spread2, repeats), batch2_seconds=c5)
