@@ -175,7 +175,7 @@ def _why(spec, plain, gamma: int, t_pass: list[Spread]) -> tuple[float, float, s
     p_pass, p_other, _ = per_step(plain, ("decode",))
     ms = lambda x: f"{x * 1e3:.1f} ms"
     why = (f"in the fastest runs a speculative step took {ms(draft + verify + other)} ({ms(draft)} drafting up to {gamma} "
-           f"tokens, {ms(verify)} verifying, {ms(other)} other work) and emitted {e:.2f} tokens: "
+           f"token{'s' if gamma > 1 else ''}, {ms(verify)} verifying, {ms(other)} other work) and emitted {e:.2f} tokens: "
            f"{ms((draft + verify + other) / e if e else 0)} per token, against {ms(p_pass + p_other)} per token plain "
            f"({ms(p_pass)} pass + {ms(p_other)} other work). On a GPU the passes are memory-bound: "
            + recorded_gpu_run().rstrip("."))
