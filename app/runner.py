@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from app import annotate, cpu_regime, fastpath, validation
-from app.engine import autoregressive_generate, prepare as prepare_fast_path, run, speculative_generate
+from app import annotate, cpu_regime, engine, fastpath, validation
+from app.engine import prepare as prepare_fast_path, run
 from app.policies import make_policy, measure_costs
 from app.presets import PRESETS
 from app.settings import DecodeSettings, InputError
@@ -171,7 +171,7 @@ def timed_decode(pair, ids: list[int], settings: DecodeSettings, *, policy=None,
     prepare_fast_path(pair, settings)
     start = time.perf_counter()
     if plain:
-        steps = list(autoregressive_generate(pair, ids, settings))
+        steps = list(engine.autoregressive_generate(pair, ids, settings))
     else:
-        steps = list(speculative_generate(pair, ids, settings, drafter=drafter, policy=policy))
+        steps = list(engine.speculative_generate(pair, ids, settings, drafter=drafter, policy=policy))
     return steps, time.perf_counter() - start
