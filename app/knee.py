@@ -126,14 +126,15 @@ def time_forward(model, *, device: str, batch: int, q: int, kv_len: int, repeats
 
 @torch.inference_mode()
 def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, repeats: int = 5,
-                seed: int = 0, fast: bool = False, int8: bool = False) -> list[float]:
+                seed: int = 0, fast: bool = False, int8: bool = False, samples: bool = False) -> list:
     """Median seconds of one forward of (batch, q) random tokens over a kv_len-token cache, for
     each q. One prefill serves every q; the q values are interleaved round by round (after one
     warm-up round), so drifting background load hits them alike. The cache is cropped back to
     kv_len after every timed pass (timed with device synchronisation by app.timing).
     fast=True: the fast path's cache and passes (app.fastpath: lean on a CPU, compiled on CUDA);
     the warm-up round then also absorbs any compilation. int8 (with fast, on a CPU): the model
-    with int8 weights (app.lean.Int8Weight)."""
+    with int8 weights (app.lean.Int8Weight). samples=True: every timed round's seconds per q
+    (a list of `repeats` floats each, round i of every q measured together) instead of medians."""
     from app.fastpath import Path, enable
     from app.kvcache import crop_cache, forward  # the one home of the cache API
     from app.timing import timed_forward
@@ -152,6 +153,8 @@ def time_passes(model, *, device: str, batch: int, qs: list[int], kv_len: int, r
             timing = timed_forward(model, new[q], cache, device, model_name="model", phase="knee")[1]
             times[q].append(timing.seconds)  # cache: kv_len + q positions
             crop_cache(cache, kv_len)
+    if samples:
+        return [times[q][1:] for q in qs]
     return [statistics.median(times[q][1:]) for q in qs]
 
 

@@ -4,7 +4,11 @@
     python -m app lesson knee --qs 1,2,4,8 --json knee.json
     python -m app lesson batch_depth --batches 1,8,64 --gammas 0,2,4 --alpha 0.7
     python -m app lesson lossless -n 1000 -k 1 --json -          (JSON on stdout, summary on stderr)
-    python -m app lesson memory_wall --params 70e9 --dtype fp16 --bandwidth 2
+    python -m app lesson memory_wall --params 70e9 --dtype fp16 --bandwidth 2 --context 1024 --kv-per-token 327680
+
+Every result starts with its verdict (claim, held: true / false / null for inconclusive, evidence),
+computed from the run's own timings; --json writes it under "verdict", and each timing as
+{min, median, max, n}. On a shared machine add --threads 1.
 
 Models: the embedded pair by default; --target DIR --draft DIR for another local pair (or hub
 ids when online), --shape TARGET,DRAFT for a shape-only pair (random weights: timing only).
@@ -87,9 +91,9 @@ def _lesson_parsers(sub) -> None:
                     help="comma-separated: exact, greedy_draft, no_residual")
     f = sub.add_parser("flops", help=LESSONS["flops"].title)
     _prompts(f, False)
-    f.add_argument("--gamma", type=int, default=4)
+    f.add_argument("--gamma", type=int, default=4, help="deepest γ of the sweep 1..γ; the fastest is tested")
     f.add_argument("--max-new-tokens", type=int, default=64)
-    f.add_argument("--rounds", type=int, default=2, help="repeat both runs, keep the fastest")
+    f.add_argument("--repeats", type=int, default=3, help="interleaved plain/speculative rounds (at least 3)")
     for parser in (k, b, p, t, lo, f):
         _pair_args(parser)
     m = sub.add_parser("memory_wall", help=LESSONS["memory_wall"].title)
@@ -100,6 +104,11 @@ def _lesson_parsers(sub) -> None:
     m.add_argument("--bandwidth", type=float, default=None, help="TB/s (default 2, or the device's)")
     m.add_argument("--peak", type=float, default=None, help="TFLOP/s (optional)")
     m.add_argument("--device", default=None, help="a datasheet row, e.g. 'H100 SXM', or 'measured'")
+    m.add_argument("--alpha", type=float, default=0.7, help="acceptance rate: tokens emitted per pass when q > 1")
+    m.add_argument("--context", type=int, default=0, help="KV-cache tokens per sequence read by each pass")
+    m.add_argument("--kv-per-token", type=_number, default=0.0,
+                   help="bytes of K and V per cached token (2 x layers x kv_heads x head_dim x bytes)")
+    m.add_argument("--here", action="store_true", help="also measure this device's ridge (a few seconds, once)")
 
 
 def add_parsers(subparsers) -> None:
@@ -139,7 +148,7 @@ def _kwargs(args) -> dict:
             "policies": ("gamma", "gamma_max", "threshold", "max_new_tokens", "temperature", "seed", "rounds"),
             "theory": ("gammas", "max_new_tokens", "temperature", "seed", "rounds"),
             "lossless": ("n", "k", "gamma", "temperature", "seed"),
-            "flops": ("gamma", "max_new_tokens", "seed", "rounds")}[name]
+            "flops": ("gamma", "max_new_tokens", "seed", "repeats")}[name]
     kw = {key: a[key] for key in keep if a.get(key) is not None}
     if a.get("prompt"):
         kw["prompts" if isinstance(a["prompt"], list) else "prompt"] = a["prompt"]
@@ -166,7 +175,8 @@ def _memory_wall(args):
     if not device and not bandwidth:
         bandwidth = 2e12
     return memory_wall(args.params, dtype=args.dtype, batch=args.batch, q=args.q, bytes_per_s=bandwidth,
-                       flops_per_s=peak, device=device, source=source)
+                       flops_per_s=peak, device=device, source=source, alpha=args.alpha, context=args.context,
+                       kv_bytes_per_token=args.kv_per_token, this_device=args.here)
 
 
 def _progress(fraction: float, message: str) -> None:

@@ -12,18 +12,20 @@ The Live tab (app.ui.handlers) and the CLI (app.cli generate) decode through her
   * policy: the depth policy (app.policies; the roofline one times the pair's passes first);
   * run: `start` hands the prepared pair to app.engine.run, which yields the growing Trace.
 
-The lessons (app.lessons.common.decode) time bare generator runs of a pair they already hold
-(no Trace, no ceilings, no policy by name): a different measurement, not this pipeline.
+The lessons (app.lessons.common.decode) run a pair they already hold through `timed_decode`:
+the same engine generators, the fast path readied before the clock as engine.run does, and
+no Trace, ceilings or policy by name (a lesson passes its policy object).
 Nothing here imports gradio: the web page's concerns (events, streaming, views, exports) stay
 in app.ui.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from app import annotate, cpu_regime, validation
-from app.engine import run
+from app import annotate, cpu_regime, engine, fastpath, validation
+from app.engine import prepare as prepare_fast_path, run
 from app.policies import make_policy, measure_costs
 from app.presets import PRESETS
 from app.settings import DecodeSettings, InputError
@@ -156,3 +158,20 @@ def start(prepared: Prepared, req: DecodeRequest, cancel: Callable[[], bool] | N
     (with the baseline run when the request asks for it). cancel() ends it after a step."""
     return run(prepared.pair, prepared.ids, req.prompt, req.settings, baseline=req.baseline,
                cancel=cancel, policy=prepared.policy)
+
+
+def timed_decode(pair, ids: list[int], settings: DecodeSettings, *, policy=None, drafter=None,
+                 plain: bool = False) -> tuple[list, float]:
+    """One decode to completion, timed: speculative (app.engine.speculative_generate, with
+    `policy` and `drafter` when given) or target-only (plain=True). -> (step events, wall
+    seconds). On CUDA the fast path is on by default (app.fastpath.use_by_default); it is
+    readied before the clock starts, as engine.run does, so no run is charged for set-up that
+    the next one reuses. Every timed pass synchronises the device (app.timing)."""
+    settings = replace(settings, fast=settings.fast or fastpath.use_by_default(pair.device))
+    prepare_fast_path(pair, settings)
+    start = time.perf_counter()
+    if plain:
+        steps = list(engine.autoregressive_generate(pair, ids, settings))
+    else:
+        steps = list(engine.speculative_generate(pair, ids, settings, drafter=drafter, policy=policy))
+    return steps, time.perf_counter() - start

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from app.hardware import Ceilings
-from app.knee import find_bend
 from app.lessons import LESSONS, LessonError, get
 from app.lessons.batch_depth import batch_vs_depth, simulate, thresholds
 from app.lessons.common import expected_tokens, leviathan_speedup
@@ -40,7 +39,7 @@ def roundtrip(result) -> dict:
 # --------------------------------------------------------------------------- registry
 
 def test_registry_names_functions_and_figures():
-    assert list(LESSONS) == ["knee", "batch_depth", "policies", "theory", "lossless", "flops", "memory_wall"]
+    assert list(LESSONS) == ["memory_wall", "knee", "batch_depth", "policies", "theory", "lossless", "flops"]
     for lesson in LESSONS.values():
         assert callable(lesson.function) and lesson.claim and lesson.title
         assert callable(getattr(figures, lesson.figure_name))
@@ -58,22 +57,23 @@ def test_visualizations_do_not_import_torch():
 
 def test_five_for_one_times_the_requested_passes(tiny_pair):
     seen = []
-    r = five_for_one(tiny_pair, qs=(5, 1, 2, 3, 8), kv_len=8, repeats=2, ceilings=CEIL,
+    r = five_for_one(tiny_pair, qs=(5, 2, 3, 8), kv_len=8, repeats=3, ceilings=CEIL,
                      progress=lambda f, m: seen.append(f))
-    assert r.qs == [1, 2, 3, 5, 8] and [row["q"] for row in r.knee["rows"]] == r.qs
-    assert r.ratios[0] == 1.0 and all(s > 0 for s in r.seconds)
-    assert r.ratio_at(5) == pytest.approx(r.seconds[3] / r.seconds[0])
-    assert r.knee["batch_rows"] == [] and seen[-1] == 1.0
-    flops = [row["flops"] for row in r.knee["rows"]]
+    assert r.qs == [1, 2, 3, 5, 8] and [row["q"] for row in r.rows] == r.qs  # q = 1 always added
+    assert all(s.n == 3 and s.min > 0 for s in r.seconds) and r.ratios[0].samples == (1.0, 1.0, 1.0)
+    # round-paired ratios: round i of t(5) over round i of t(1)
+    assert r.ratios[3].samples == pytest.approx([a / b for a, b in zip(r.seconds[3].samples, r.seconds[0].samples)])
+    assert r.ratio_at(5) == r.ratios[3].median and seen[-1] == 1.0
+    flops = [row["flops"] for row in r.rows]
     assert flops == sorted(flops) and flops[-1] > 7 * flops[0]  # pass size grows with q
     d = roundtrip(r)
-    assert d["ratio_at_5"] == pytest.approx(r.ratio_at(5))
-    from app.knee import KneeRow
-    assert r.bend == find_bend([KneeRow(**row) for row in r.knee["rows"]])
+    assert d["seconds"][0].keys() == {"min", "median", "max", "n"} and d["verdict"]["claim"].startswith("a pass of 5")
+    assert r.headline().startswith(r.verdict.text())
+    assert r.bend == next((q for q, x in zip(r.qs, r.ratios) if q > 1 and x.median > r.bend_ratio), None)
     assert isinstance(figures.knee_lesson_figure(d), go.Figure)
-    # on a CPU the lesson says whether the knee is visible, from t(8)/t(1) of these rows
-    assert d["regime"]["q"] == 8 and d["regime"]["ratio"] == pytest.approx(r.ratio_at(8), rel=1e-2)
-    assert d["regime"]["label"] in r.headline()
+    # on a CPU: the regime from the medians, and where to see the claim on a GPU
+    assert d["regime"]["q"] == 8 and d["regime"]["ratio"] == pytest.approx(r.seconds[4].median / r.seconds[0].median, rel=1e-2)
+    assert "GPU" in r.verdict.evidence
 
 
 def test_five_for_one_rejects_passes_longer_than_the_model(tiny_pair):
@@ -103,20 +103,27 @@ def test_thresholds_find_the_losing_line_and_the_switch_off_batch():
 
 
 def test_batch_vs_depth_grid_has_the_requested_axes(tiny_pair):
-    r = batch_vs_depth(tiny_pair, batches=(2, 1), gammas=(2, 1), alpha=0.8, repeats=1, steps=20, kv_len=4)
-    assert r.batches == [1, 2] and r.gammas == [0, 1, 2]
-    for table in (r.t_target, r.tokens_per_s, r.speedup):
-        assert len(table) == 2 and all(len(row) == 3 for row in table)
-    assert [row[0] for row in r.speedup] == [1.0, 1.0]
-    assert len(r.t_draft) == 2 and all(t > 0 for t in r.t_draft)
+    r = batch_vs_depth(tiny_pair, batches=(4,), gammas=(2, 1), alpha=0.8, repeats=3, steps=20, kv_len=4)
+    assert r.batches == [1, 2, 4] and r.gammas == [0, 1, 2]  # batches 1 and 2 always measured
+    for table in (r.t_target, r.tokens_per_s, r.speedup, r.speedup_range, r.impossible):
+        assert len(table) == 3 and all(len(row) == 3 for row in table)
+    assert [row[0] for row in r.speedup] == [1.0, 1.0, 1.0]
+    assert all(t.n == 3 and t.min > 0 for t in r.t_draft)
+    for row, ranges in zip(r.speedup, r.speedup_range):
+        assert all(x.min <= s * (1 + 1e-9) and s <= x.max * (1 + 1e-9) for s, x in zip(row, ranges))
     assert "simulated acceptance at α = 0.800" in r.source and "measured forward times" in r.source
     assert r.best_gamma[0] in r.gammas
-    fig = figures.batch_depth_figure(roundtrip(r))
-    assert len(fig.data[0].z) == 2 and list(fig.layout.xaxis.ticktext) == ["γ=0", "γ=1", "γ=2"]
+    assert "batch 2" in r.batch2_verdict.claim and r.headline().startswith(r.verdict.text())
+    assert r.batch2_seconds["b=1"].n == r.batch2_seconds["b=2"].n == 3
+    d = roundtrip(r)
+    assert d["t_target"][0][0].keys() == {"min", "median", "max", "n"} and d["verdict"]["held"] in (True, False, None)
+    fig = figures.batch_depth_figure(d)
+    assert len(fig.data[0].z) == 3 and list(fig.layout.xaxis.ticktext) == ["γ=0", "γ=1", "γ=2"]
 
 
 def test_batch_vs_depth_measures_alpha_or_demands_one_for_shape_pairs(tiny_pair):
     r = batch_vs_depth(tiny_pair, batches=(1,), gammas=(1,), repeats=1, steps=5, kv_len=4)
+    assert r.batches == [1, 2]
     assert 0.0 <= r.alpha <= 1.0 and r.alpha_source.startswith("measured")
     shape_like = replace(tiny_pair, info={**tiny_pair.info, "shape_only": True})
     with pytest.raises(LessonError, match="choose α"):
@@ -287,18 +294,25 @@ def test_lossless_rejects_bad_input(fixed_pair):
 
 def test_flops_split_adds_up_and_wastes_only_after_rejections(tiny_pair, self_pair):
     from app.costmodel import forward_cost
-    r = flops_vs_time(tiny_pair, prompt=PROMPTS[0], gamma=4, max_new_tokens=16)
+    r = flops_vs_time(tiny_pair, prompt=PROMPTS[0], gamma=3, max_new_tokens=16, repeats=3)
+    assert [s["gamma"] for s in r.sweep] == [1, 2, 3]
+    assert r.gamma == min(r.sweep, key=lambda s: s["seconds"])["gamma"]  # the sweep's fastest
     assert r.identical is True and r.new_tokens == r.baseline_tokens == 16
+    assert r.seconds["plain"].n == r.seconds["speculative"].n == 3 and r.time_ratio.n == 3
     assert r.flops["draft"] > 0 and r.flops["verify_used"] > 0 and r.plain_flops > 0
     assert r.spec_flops > r.plain_flops  # drafts and rejected positions are extra arithmetic
-    assert r.wasted_positions > 0 and r.flops["verify_wasted"] > 0
-    assert r.flops["verify_wasted"] >= r.wasted_positions * 0.9 * forward_cost(
-        tiny_pair.target.config, 1, 1, 0, 4).linear_flops
-    perfect = flops_vs_time(self_pair, prompt=PROMPTS[0], gamma=3, max_new_tokens=12)
+    if r.gamma > 1 or r.wasted_positions:
+        assert r.flops["verify_wasted"] >= r.wasted_positions * 0.9 * forward_cost(
+            tiny_pair.target.config, 1, 1, 0, 4).linear_flops
+    assert len(r.pass_seconds) == r.gamma + 1 and r.waste["total_s"] == pytest.approx(
+        r.waste["verify_marginal_s"] + r.waste["draft_rejected_s"])
+    perfect = flops_vs_time(self_pair, prompt=PROMPTS[0], gamma=2, max_new_tokens=12, repeats=3)
     assert perfect.wasted_positions == 0 and perfect.flops["verify_wasted"] == 0
-    assert perfect.accepted == perfect.drafted
+    assert perfect.accepted == perfect.drafted and perfect.waste["draft_rejected_s"] == 0
     d = roundtrip(r)
     assert d["flops_ratio"] == pytest.approx(r.spec_flops / r.plain_flops)
+    assert d["seconds"]["plain"].keys() == {"min", "median", "max", "n"} and d["labels"]["flops"] == "counted"
+    assert r.headline().startswith(r.verdict.text())
     assert isinstance(figures.flops_figure(d), go.Figure)
 
 
@@ -310,13 +324,34 @@ def test_memory_wall_reproduces_the_70b_example():
     assert w.memory_floor_s == pytest.approx(0.070)
     assert w.intensity == pytest.approx(1.0)
     assert w.bound is None and w.tokens_per_s == pytest.approx(1 / 0.070)
-    batched = memory_wall(70e9, dtype="fp16", batch=8, q=5, bytes_per_s=2e12, flops_per_s=1e15)
-    assert batched.intensity == pytest.approx(40.0) and batched.bytes_per_token == pytest.approx(3.5e9)
+    assert w.verdict.held is None and "no ridge" in w.verdict.evidence  # no peak given
+    assert "a device of 2 TB/s" in w.verdict.claim
+    # q = 5 at alpha 0.5: E = 1 + .5 + .25 + .125 + .0625 = 1.9375 tokens emitted per sequence, not 5
+    batched = memory_wall(70e9, dtype="fp16", batch=8, q=5, alpha=0.5, bytes_per_s=2e12, flops_per_s=1e15)
+    assert batched.intensity == pytest.approx(40.0) and batched.bytes_per_token == pytest.approx(140e9 / (8 * 1.9375))
     assert batched.memory_bound_below == pytest.approx(500) and batched.bound == "memory"
+    assert batched.verdict.held is True  # 40 FLOP/byte < ridge 1000
     assert memory_wall(70e9, dtype="int4", bytes_per_s=2e12).memory_floor_s == pytest.approx(0.0175)
+    # the KV cache is read too: 1024 cached tokens of 327,680 B (Llama-3-70B, fp16) + the new one
+    kv = memory_wall(70e9, dtype="fp16", bytes_per_s=2e12, context=1024, kv_bytes_per_token=327680)
+    assert kv.kv_bytes == pytest.approx(1025 * 327680) and kv.bytes_per_pass == pytest.approx(140e9 + 1025 * 327680)
+    assert kv.intensity < 1.0
     h100 = memory_wall(8e9, device="H100 SXM")
     assert h100.bytes_per_s == 3.35e12 and h100.flops_per_s == 989e12
-    assert isinstance(figures.memory_wall_figure(roundtrip(h100)), go.Figure)
+    assert h100.reference["ridge"] == pytest.approx(312e12 / 2.039e12)  # the A100 beside it
+    d = roundtrip(h100)
+    assert d["verdict"]["held"] is True and d["labels"]["*"] == "calculated"
+    assert h100.headline().startswith(h100.verdict.text())
+    assert isinstance(figures.memory_wall_figure(d), go.Figure)
+
+
+def test_memory_wall_shows_this_devices_measured_ridge(monkeypatch):
+    import app.annotate
+    monkeypatch.setattr(app.annotate, "ceilings", lambda device, dtype, progress=None: CEIL)
+    w = memory_wall(70e9, bytes_per_s=2e12, this_device=True)
+    assert w.here["ridge"] == pytest.approx(5.0) and w.here["label"] == "measured"
+    assert w.here["decode_intensity"] == pytest.approx(0.5)  # fp32 on a CPU: 2 FLOPs per 4 bytes
+    assert "measured ridge of 5" in w.verdict.evidence and "ridge 5 FLOP/byte (measured)" in w.headline()
 
 
 def test_memory_wall_rejects_bad_input():
@@ -343,16 +378,23 @@ def test_cli_memory_wall_json_to_stdout(capsys):
     d = json.loads(out)
     assert d["lesson"] == "memory_wall" and d["memory_floor_s"] == pytest.approx(0.07)
     assert "140 GB per token" in err
+    assert d["verdict"]["held"] is None and d["verdict"]["claim"]  # no peak given: no ridge to judge by
+    code, out, err = cli(["lesson", "memory_wall", "--params", "70B", "--peak", "300", "--context", "1024",
+                          "--kv-per-token", "327680", "--json", "-"], capsys)
+    d = json.loads(out)
+    assert code == 0 and d["verdict"]["held"] is True and d["kv_bytes"] == pytest.approx(1025 * 327680)
 
 
 def test_cli_knee_writes_json_file(tiny_dirs, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("app.hardware.measure_ceilings", lambda *a, **k: CEIL)  # no 2 s benchmark
     path = tmp_path / "knee.json"
     code, out, _ = cli(["lesson", "knee", "--target", tiny_dirs[0], "--draft", tiny_dirs[1], "--device", "cpu",
-                        "--qs", "1,2,5", "--repeats", "1", "--kv-len", "4", "--json", str(path)], capsys)
+                        "--qs", "1,2,5", "--repeats", "3", "--kv-len", "4", "--json", str(path)], capsys)
     assert code == 0 and "t(q)/t(1)" in out
     d = json.loads(path.read_text())
     assert d["qs"] == [1, 2, 5] and len(d["seconds"]) == 3
+    assert {"claim", "held", "evidence"} <= d["verdict"].keys()
+    assert all({"min", "median", "max"} <= s.keys() for s in d["seconds"])
 
 
 def test_cli_errors_are_one_line_and_exit_2(tiny_dirs, capsys):

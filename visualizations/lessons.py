@@ -28,14 +28,24 @@ def _subtitle(title: str, note: str) -> str:
     return f"{title}<br><sup>{note}</sup>" if note else title
 
 
+def _bars(spreads: list[dict], scale: float = 1.0) -> tuple[list[float], dict]:
+    """(medians, error_y) of Spread dicts {min, median, max, n}: bars from min to max."""
+    med = [s["median"] * scale for s in spreads]
+    return med, dict(type="data", symmetric=False, array=[s["max"] * scale - m for s, m in zip(spreads, med)],
+                     arrayminus=[m - s["min"] * scale for s, m in zip(spreads, med)], thickness=2, width=6)
+
+
 def knee_lesson_figure(d: dict) -> go.Figure:
-    """t(q) / t(1) against tokens per pass q (log x): 1 = free, the bend marked."""
-    title = "Five tokens cost about one: t(q) / t(1)"
+    """t(q) / t(1) against tokens per pass q (log x): medians with min-max bars, 1 and the bend
+    threshold drawn; the verdict is in the text, not the title."""
+    title = "t(q) / t(1) against tokens per pass q"
     if not d.get("qs"):
         return empty_figure(title, "no measurements yet")
+    ys, error = _bars(d["ratios"])
     fig = go.Figure(go.Scatter(
-        x=d["qs"], y=d["ratios"], mode="lines+markers", name="measured", line=dict(color=BLACK, width=3),
-        marker=dict(size=11), customdata=[[s * 1e3, r["bound"]] for s, r in zip(d["seconds"], d["knee"]["rows"])],
+        x=d["qs"], y=ys, error_y=error, mode="lines+markers", name="measured (median, min–max)",
+        line=dict(color=BLACK, width=3), marker=dict(size=11),
+        customdata=[[s["median"] * 1e3, r["bound"]] for s, r in zip(d["seconds"], d["rows"])],
         hovertemplate="q=%{x}: %{y:.2f}× t(1)<br>%{customdata[0]:.3f} ms, %{customdata[1]}<extra></extra>"))
     fig.add_hline(y=1, line=dict(color=BLUISH_GREEN, dash="dash"), annotation_text="cost of one token",
                   annotation_position="bottom left")
@@ -44,19 +54,20 @@ def knee_lesson_figure(d: dict) -> go.Figure:
     if d.get("bend"):  # on a log axis a shape takes the data value, an annotation its log10
         fig.add_shape(type="line", x0=d["bend"], x1=d["bend"], y0=0, y1=1, yref="paper",
                       line=dict(color=VERMILLION, dash="dot", width=2))
-        # At the foot of the line (the curve is high there), on the side with room for it.
         lo, hi = math.log10(min(d["qs"])), math.log10(max(d["qs"]))
         right = hi > lo and (math.log10(d["bend"]) - lo) / (hi - lo) < 0.7
-        fig.add_annotation(x=math.log10(d["bend"]), y=0.02, yref="paper", text=f" bend: q = {d['bend']} ",
+        fig.add_annotation(x=math.log10(d["bend"]), y=0.02, yref="paper",
+                           text=f" median above {d['bend_ratio']}×: q = {d['bend']} ",
                            showarrow=False, xanchor="left" if right else "right", yanchor="bottom",
                            font=dict(color=VERMILLION))
-    if d.get("ratio_at_5") is not None:  # below the curve, clear of the threshold line above it
+    if d.get("ratio_at_5") is not None:
         fig.add_annotation(x=math.log10(5), y=d["ratio_at_5"], text=f"5 tokens: {d['ratio_at_5']:.2f}×",
                            showarrow=True, arrowhead=2, ax=30, ay=50, font=dict(size=FONT_SIZE))
     fig.update_xaxes(type="log", title_text="tokens per forward pass q (log scale)",
                      **log_ticks(min(d["qs"]), max(d["qs"])))
     fig.update_yaxes(title_text="time relative to one token", rangemode="tozero")
-    return style(fig, _subtitle(title, d.get("model", "")), height=500)
+    n = d["seconds"][0].get("n", 1)
+    return style(fig, _subtitle(title, f"{d.get('model', '')} · measured, {n} rounds"), height=500)
 
 
 def _lose_line(d: dict) -> go.Scatter:
@@ -74,18 +85,23 @@ def _lose_line(d: dict) -> go.Scatter:
 
 
 def batch_depth_figure(d: dict) -> go.Figure:
-    """Heatmap of speedup (rows batch, columns gamma), coloured by log2(speedup) so 1 is white,
-    2x and 0.5x equally strong; the line where speculation starts to lose."""
+    """Heatmap of speedup (rows batch, columns gamma; medians, the min-max range in each cell),
+    coloured by log2(speedup) so 1 is white, 2x and 0.5x equally strong; cells above the
+    Leviathan bound blank and marked ✗; the line where speculation starts to lose."""
     title = "Batch size against depth: speedup over plain decoding"
     if not d.get("speedup"):
         return empty_figure(title, "no measurements yet")
-    z = [[math.log2(max(s, 1e-9)) for s in row] for row in d["speedup"]]
-    reach = max(0.25, max(abs(v) for row in z for v in row))
+    bad = d.get("impossible") or [[False] * len(row) for row in d["speedup"]]
+    ranges = d.get("speedup_range") or [[{"min": s, "max": s} for s in row] for row in d["speedup"]]
+    z = [[None if x else math.log2(max(s, 1e-9)) for s, x in zip(row, flags)] for row, flags in zip(d["speedup"], bad)]
+    reach = max([0.25] + [abs(v) for row in z for v in row if v is not None])
     ticks = [t for t in (0.25, 0.5, 0.71, 1, 1.41, 2, 4) if abs(math.log2(t)) <= reach]
+    text = [["✗ above the bound" if x else f"{s:.2f}×<br>{r['min']:.2f}–{r['max']:.2f}"
+             for s, x, r in zip(row, flags, rrow)] for row, flags, rrow in zip(d["speedup"], bad, ranges)]
     fig = go.Figure(go.Heatmap(
         z=z, x=list(range(len(d["gammas"]))), y=list(range(len(d["batches"]))), zmin=-reach, zmax=reach,
         colorscale=[[0, VERMILLION], [0.5, "#FFFFFF"], [1, BLUISH_GREEN]],
-        text=[[f"{s:.2f}×" for s in row] for row in d["speedup"]], texttemplate="%{text}",
+        text=text, texttemplate="%{text}",
         customdata=[[[b, g] for g in d["gammas"]] for b in d["batches"]],
         colorbar=dict(title="speedup", tickvals=[math.log2(t) for t in ticks], ticktext=[f"{t:g}×" for t in ticks]),
         hovertemplate="batch %{customdata[0]}, γ = %{customdata[1]}: %{text}<extra></extra>"))
@@ -94,7 +110,7 @@ def batch_depth_figure(d: dict) -> go.Figure:
         y = d["batches"].index(d["disable_at_batch"]) - 0.5
         fig.add_trace(go.Scatter(x=[-0.5, len(d["gammas"]) - 0.5], y=[y, y], mode="lines", hoverinfo="skip",
                                  line=dict(color=BLACK, width=2, dash="dash"), showlegend=True,
-                                 name=f"switch speculation off from b={d['disable_at_batch']} (no γ wins)"))
+                                 name=f"from b={d['disable_at_batch']} no γ ≥ 1 above 1× (medians)"))
     fig.update_xaxes(title_text="draft tokens per step γ", tickvals=list(range(len(d["gammas"]))),
                      ticktext=[f"γ={g}" for g in d["gammas"]])
     fig.update_yaxes(title_text="batch size", tickvals=list(range(len(d["batches"]))),
@@ -176,22 +192,29 @@ def lossless_figure(d: dict) -> go.Figure:
 
 
 def flops_figure(d: dict) -> go.Figure:
-    """Stacked FLOPs and forward time: speculative (draft, used, wasted) against plain decoding."""
-    title = "More FLOPs, less time"
+    """Left: FLOPs per part, counted (speculative stacked against plain). Right: wall time,
+    measured (median, min-max bars), and the measured time of the wasted work."""
+    title = "FLOPs (counted) and time (measured)"
     if not d.get("flops"):
         return empty_figure(title, "no runs yet")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("FLOPs (GFLOP)", "forward time (ms)"))
-    runs = ["speculative", "plain"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("FLOPs (GFLOP, counted)", "wall time (ms, measured)"))
     for part, label in PART_LABELS.items():
         run = "plain" if part == "plain_decode" else "speculative"
-        for col, values, scale in ((1, d["flops"], 1e-9), (2, d["seconds"], 1e3)):
-            fig.add_trace(go.Bar(x=[run], y=[values[part] * scale], name=label, marker_color=PART_COLORS[part],
-                                 showlegend=col == 1, legendgroup=part,
-                                 hovertemplate=f"{label}: %{{y:.3f}}<extra></extra>"), row=1, col=col)
+        fig.add_trace(go.Bar(x=[run], y=[d["flops"][part] * 1e-9], name=label, marker_color=PART_COLORS[part],
+                             legendgroup=part, hovertemplate=f"{label}: %{{y:.3f}}<extra></extra>"), row=1, col=1)
+    runs = ["speculative", "plain"]
+    ys, error = _bars([d["seconds"][r] for r in runs], 1e3)
+    fig.add_trace(go.Bar(x=runs, y=ys, error_y=error, marker_color=[BLUE, SKY_BLUE], showlegend=False,
+                         hovertemplate="%{x}: %{y:.1f} ms (median)<extra></extra>"), row=1, col=2)
+    waste = d["waste"]
+    fig.add_trace(go.Bar(x=["wasted work"], y=[waste["total_s"] * 1e3], marker_color=VERMILLION,
+                         name="wasted work (measured: marginal verify + rejected drafts)",
+                         hovertemplate="%{y:.1f} ms<extra></extra>"), row=1, col=2)
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(categoryorder="array", categoryarray=runs)
-    note = (f"{d['flops_ratio']:.2f}× the FLOPs in {d['time_ratio']:.2f}× the time · verify time split "
-            f"by FLOPs share (attributed) · {d.get('model', '')}")
+    fig.update_xaxes(categoryorder="array", categoryarray=runs, row=1, col=1)
+    tr = d["time_ratio"]
+    note = (f"γ = {d['gamma']} (fastest of the sweep) · {d['flops_ratio']:.2f}× the FLOPs · time ratio "
+            f"{tr['median']:.2f} [{tr['min']:.2f}–{tr['max']:.2f}] · {d.get('model', '')}")
     return style(fig, _subtitle(title, note), height=520, legend=LEGEND_BELOW)
 
 
@@ -200,7 +223,7 @@ def memory_wall_figure(d: dict) -> go.Figure:
     floor (when a peak is known), the time per token they imply, and this configuration."""
     title = "The memory wall: time per forward pass"
     bq = [2 ** i for i in range(0, 15)]
-    memory = [d["params"] * d["bytes_per_param"] / d["bytes_per_s"] * 1e3 for _ in bq]  # ms
+    memory = [d.get("weight_bytes", d["params"] * d["bytes_per_param"]) / d["bytes_per_s"] * 1e3 for _ in bq]  # ms
     compute = [2 * d["params"] * n / d["flops_per_s"] * 1e3 if d.get("flops_per_s") else 0.0 for n in bq]
     dashed = lambda color: dict(color=color, width=3, dash="dash")
     fig = go.Figure(go.Scatter(x=bq, y=memory, mode="lines", name="memory floor (weights read once)",
@@ -210,15 +233,18 @@ def memory_wall_figure(d: dict) -> go.Figure:
                                  name="compute floor (2 FLOPs / param / token)"))
     per_token = [max(m, c) / n for m, c, n in zip(memory, compute, bq)]
     fig.add_trace(go.Scatter(x=bq, y=per_token, mode="lines", line=dict(color=BLUISH_GREEN, width=3),
-                             name="time per token = pass time ÷ (b·q)"))
+                             name="time per processed token = pass time ÷ (b·q)"))
     y = max(d["memory_floor_s"], d.get("compute_floor_s") or 0) * 1e3
     fig.add_trace(go.Scatter(x=[d["batch"] * d["q"]], y=[y], mode="markers+text", marker=dict(size=16, color=BLACK),
-                             name="this configuration (pass time)", text=[f"{y:.3g} ms"],
+                             name="this configuration (pass time, KV cache included)", text=[f"{y:.3g} ms"],
                              textposition="top center"))
     ys = [v for v in memory + compute + per_token + [y] if v > 0]
     fig.update_xaxes(type="log", title_text="tokens per pass, batch × q (log scale)",
                      **log_ticks(min(bq), max(bq)))
     fig.update_yaxes(type="log", title_text="time (ms, log scale)", **log_ticks(min(ys), max(ys)))
-    note = (f"{d['params'] / 1e9:.3g}B params, {d['dtype']}, {d['bytes_per_s'] / 1e12:.3g} TB/s "
+    note = (f"calculated: {d['params'] / 1e9:.3g}B params, {d['dtype']}, {d['bytes_per_s'] / 1e12:.3g} TB/s "
             f"({d['device']}) · intensity {d['intensity']:.3g} FLOP/byte")
+    ridges = [(r["device_name"], r["ridge"], r.get("label", "")) for r in (d.get("reference"), d.get("here")) if r]
+    if ridges:
+        note += " · ridge " + ", ".join(f"{name} {ridge:.3g} ({label})" for name, ridge, label in ridges)
     return style(fig, _subtitle(title, note), height=500, legend=LEGEND_BELOW)

@@ -6,8 +6,12 @@
 
 Every lesson function takes the ModelPair first (except memory_wall: pure arithmetic), validates
 its inputs (LessonError, one line), accepts progress(fraction, message), and returns a dataclass
-of plain values with to_dict(), summary() (lines for a terminal) and headline() (one Markdown
-line: measured next to predicted). QUICK holds the small sizes of the walkthrough.
+of plain values with a `verdict` (app.lessons.verdict.Verdict: claim, held, evidence, computed
+from the run's own timings with their spread), to_dict() (the verdict under "verdict", each
+timing as {min, median, max, n}, each number labelled measured / counted / calculated),
+summary() (lines for a terminal) and headline() (Markdown that starts with the verdict).
+No title or notice here states a conclusion: the verdict does, from the data. QUICK holds the
+small sizes of the walkthrough; the dict's order is the walkthrough's (memory wall first).
 Modules are imported on first use, so listing the lessons loads no model code. The figures are
 drawn by the callers (app.ui.lessons.lesson_figure): this package computes, and imports no
 visualizations.
@@ -51,20 +55,35 @@ class Lesson:
         return dict(getattr(importlib.import_module(f"app.lessons.{self.module}"), "QUICK", {}))
 
 
+MEMORY_WALL = Lesson(
+    "memory_wall", "The memory wall",
+    "Each decoding step reads every weight once (and the KV cache): a 70B-parameter model in fp16 moves "
+    "140 GB per token, 70 ms at 2 TB/s, at about 1 FLOP per byte.",
+    "memory_wall", "memory_wall", "memory_wall_figure",
+    r"$$t_{\text{pass}} \ge \frac{P \cdot \text{bytes/param} + \text{KV}}{\text{bandwidth}}, \qquad "
+    r"I = \frac{2Pbq}{P \cdot \text{bytes/param}} = \frac{2bq}{\text{bytes/param}}$$",
+    "Compare the pass's intensity with each device's ridge (this device's measured, the A100's from its "
+    "datasheet); every number is calculated from the inputs shown.",
+    needs_pair=False, tab="Memory wall")
+
+# The walkthrough's order (app.ui.lessons reads this dict's order for its steps and tabs).
 LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in [
-    Lesson("knee", "Five tokens cost about one",
+    MEMORY_WALL,
+    Lesson("knee", "Tokens per pass against time",
            "A forward pass over q new tokens costs about what one token costs while the pass is "
            "bound by reading the weights (or by fixed overhead), not by arithmetic.",
            "knee", "five_for_one", "knee_lesson_figure",
            r"$$\frac{t(q)}{t(1)} \approx 1 \quad \text{for } q \ll q_{\text{ridge}}$$",
-           "How flat the curve stays for q = 2…8: that flatness is what a verify pass of γ + 1 tokens buys.",
+           "Read t(q)/t(1) for q = 2…8 with its min–max bars against the line at 1 and the bend "
+           "threshold; the verdict says which side this run fell on.",
            tab="Knee"),
     Lesson("batch_depth", "Batch size against depth",
            "Verifying γ + 1 tokens for each of b sequences is a pass of b(γ + 1) tokens; as the batch "
            "grows the extra positions stop being free, and speculation starts to lose.",
            "batch_depth", "batch_vs_depth", "batch_depth_figure",
            r"$$T(b,\gamma) = \gamma\, t_{\text{draft}}(b,1) + t_{\text{target}}(b,\gamma+1)$$",
-           "The boundary where the heatmap turns below 1: above that batch size, switch speculation off.",
+           "Read each row from left to right: which γ cells are above 1×, and from which batch none is; "
+           "compare batch 2 with batch 1. Cells marked ✗ broke the Leviathan bound and are not results.",
            tab="Batch × depth"),
     Lesson("policies", "Depth policies side by side",
            "How many tokens to draft can be chosen per step: fixed, a +2/−1 heuristic, a confidence stop, "
@@ -72,7 +91,8 @@ LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in [
            "policies", "compare_policies", "policies_figure",
            r"$$\gamma^* = \arg\max_\gamma \frac{(1-\alpha^{\gamma+1})/(1-\alpha)}"
            r"{\gamma\, t_{\text{draft}} + t_{\text{target}}(\gamma+1)}$$",
-           "Wasted tokens against tokens/s: the policies trade drafting effort for acceptance; the text never changes.",
+           "Compare each policy's tokens/s with plain decoding and with the best fixed γ, and its wasted "
+           "drafts; check whether the texts are identical.",
            tab="Depth policies"),
     Lesson("theory", "Theory against measurement",
            "Leviathan et al. predict tokens per target pass and speedup from the acceptance rate α and the "
@@ -80,31 +100,25 @@ LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in [
            "theory", "theory_vs_measurement", "theory_figure",
            r"$$E(\gamma) = \frac{1-\alpha^{\gamma+1}}{1-\alpha}, \qquad "
            r"S(\gamma) = \frac{1-\alpha^{\gamma+1}}{(1-\alpha)(\gamma c+1)}$$",
-           "Tokens per pass follow the formula closely; speedup falls short where a verify pass costs more than one token.",
+           "Compare the dots (measured) with the lines (predicted) at each γ, for tokens per pass and "
+           "for speedup.",
            tab="Theory vs measurement"),
     Lesson("lossless", "Lossless: same distribution as the target",
            "Accepting a draft x with probability min(1, p(x)/q(x)) and resampling rejections from "
            "norm(max(0, p − q)) yields exactly the target's distribution; break either rule and it moves.",
            "lossless", "lossless", "lossless_figure",
            r"$$P(x) = \min\big(p(x), q(x)\big) + (1-\alpha)\,\frac{\max(0,\,p(x)-q(x))}{1-\alpha} = p(x)$$",
-           "Exact speculative sampling stays within the noise floor; each broken variant jumps above it.",
+           "Compare each arm's distance from the target (TV) with its noise floor.",
            tab="Lossless"),
-    Lesson("flops", "More FLOPs, less time",
+    Lesson("flops", "FLOPs against time",
            "Speculative decoding does more arithmetic than plain decoding - drafts and rejected verify "
-           "positions are thrown away - yet takes less time, because decoding is not limited by arithmetic.",
+           "positions are thrown away - yet can take less time, because decoding is not limited by arithmetic.",
            "flops", "flops_vs_time", "flops_figure",
            r"$$\frac{\text{FLOPs}}{\text{token}} \approx \frac{2(\gamma+1)P_{\text{target}} + 2\gamma P_{\text{draft}}}"
            r"{E(\gamma)} \;>\; 2P_{\text{target}}$$",
-           "The wasted slice of FLOPs costs almost no time: the verify pass was paid for by the weight read.",
+           "Compare the two panels: FLOPs (counted by the cost model) and time (measured, min–max bars), "
+           "and the measured time of the wasted work.",
            tab="FLOPs vs time"),
-    Lesson("memory_wall", "The memory wall",
-           "Each decoding step reads every weight once: a 70B-parameter model in fp16 moves 140 GB per "
-           "token, 70 ms at 2 TB/s, at about 1 FLOP per byte.",
-           "memory_wall", "memory_wall", "memory_wall_figure",
-           r"$$t_{\text{pass}} \ge \frac{P \cdot \text{bytes/param}}{\text{bandwidth}}, \qquad "
-           r"I = \frac{2Pbq}{P \cdot \text{bytes/param}} = \frac{2bq}{\text{bytes/param}}$$",
-           "Intensity grows with batch × tokens per pass: speculation raises q the way batching raises b.",
-           needs_pair=False, tab="Memory wall"),
 ]}
 
 

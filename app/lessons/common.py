@@ -13,10 +13,10 @@ and so underestimates alpha.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from app.lessons.verdict import Spread, check_load, check_spread
 from app.policies import expected_tokens  # noqa: F401 (the lessons' formulas, with leviathan_speedup)
 from app.settings import DecodeSettings, InputError  # InputError: one error type for all user input
 
@@ -125,20 +125,68 @@ class Run:
 
 def decode(pair, prompt_ids: list[int], settings, *, policy=None, drafter=None,
            plain: bool = False) -> Run:
-    """Run the engine to completion (speculative, or target-only with plain=True), timed. On
-    CUDA it takes the fast path (static caches + CUDA graphs, app.fastpath.use_by_default)."""
-    from dataclasses import replace
+    """Run the engine to completion (speculative, or target-only with plain=True), timed, through
+    the one orchestration path (app.runner.timed_decode: fast path readied off the clock, on
+    by default on CUDA)."""
+    from app.runner import timed_decode
 
-    from app.engine import autoregressive_generate, speculative_generate
-    from app.fastpath import use_by_default
+    steps, seconds = timed_decode(pair, prompt_ids, settings, policy=policy, drafter=drafter, plain=plain)
+    return Run(steps, seconds)
 
-    settings = replace(settings, fast=settings.fast or use_by_default(pair.device))
-    start = time.perf_counter()
-    if plain:
-        steps = list(autoregressive_generate(pair, prompt_ids, settings))
-    else:
-        steps = list(speculative_generate(pair, prompt_ids, settings, drafter=drafter, policy=policy))
-    return Run(steps, time.perf_counter() - start)
+
+@dataclass
+class Repeated:
+    """One arm of an interleaved comparison: its fastest run (steps, counts, per-pass timings;
+    greedy outputs are equal across repeats) and the wall seconds of every repeat."""
+    run: Run
+    seconds: Spread
+
+
+MIN_REPEATS = 3  # fewer repeats cannot show a spread worth judging
+
+
+def repeat_decodes(arms: dict[str, Callable[[], Run]], repeats: int,
+                   progress: Progress | None = None) -> dict[str, Repeated]:
+    """Call each arm in turn (A, B, A, B, ...) for `repeats` rounds, so a change in the machine's
+    load hits every arm alike (app.lessons.verdict.interleave). arms: name -> a callable that
+    decodes once, e.g. lambda: decode(pair, ids, settings, plain=True)."""
+    runs: dict[str, list[Run]] = {name: [] for name in arms}
+    for r in range(repeats):
+        report(progress)(r / repeats, f"repeat {r + 1}/{repeats}: {', '.join(arms)}")
+        for name, arm in arms.items():
+            runs[name].append(arm())
+    report(progress)(1.0, f"{repeats} interleaved repeats done")
+    return {name: Repeated(min(rs, key=lambda r: r.seconds), Spread.of([r.seconds for r in rs]))
+            for name, rs in runs.items()}
+
+
+def plain_and_speculative(pair, ids: list[int], settings, repeats: int = MIN_REPEATS, *,
+                          policy_factory=None, progress: Progress | None = None) -> dict[str, Repeated]:
+    """{"plain": ..., "speculative": ...}: the target alone and speculative decoding, interleaved
+    over `repeats` rounds. policy_factory() gives a fresh depth policy per run (policies keep state)."""
+    policy = policy_factory or (lambda: None)
+    return repeat_decodes({"plain": lambda: decode(pair, ids, settings, plain=True),
+                           "speculative": lambda: decode(pair, ids, settings, policy=policy())},
+                          repeats, progress)
+
+
+def recorded_gpu_run() -> str:
+    """Where to see the claim on a GPU: the first CUDA run in the recorded gallery
+    (app.recorded, demo_models/recorded), or a line saying none is recorded yet."""
+    from app.recorded import gallery
+
+    entry = next((e for e in gallery() if e.get("device") == "cuda"), None)
+    if entry is None:
+        return "no GPU run is recorded yet in the gallery (demo_models/recorded)."
+    speedup = entry.get("speedup")
+    return (f"a GPU run is recorded: demo_models/recorded/{entry['file']} ({entry.get('device_name')}, "
+            f"{entry.get('pair')}" + (f", {speedup:.2f}× over plain decoding)" if speedup else ")")
+            + "; replay it with `python -m app trace FILE`.")
+
+
+def busy_warnings(spreads: dict[str, Spread]) -> tuple[str | None, ...]:
+    """The busy-machine checks every lesson runs: the load average, and each named timing's spread."""
+    return (check_load(), *(check_spread(name, s) for name, s in spreads.items()))
 
 
 def keep_fastest(best: dict, key, run: Run) -> None:

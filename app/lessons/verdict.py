@@ -190,3 +190,18 @@ def check_load(cores: int | None = None) -> str | None:
 def fired(*found: str | None) -> tuple[str, ...]:
     """The sanity checks that fired, in order."""
     return tuple(w for w in found if w)
+
+
+def paired_ratio(a: Spread, b: Spread) -> Spread:
+    """a / b sample by sample, for samples taken in the same rounds (interleave, or
+    app.knee.time_passes(samples=True)): round i of a over round i of b, so a change in the
+    machine's load that hit both cancels. Falls back to the conservative a.ratio(b) when the
+    sample counts differ."""
+    if a.n != b.n:
+        return a.ratio(b)
+    return Spread.of([x / y for x, y in zip(a.samples, b.samples)])
+
+
+def outcome(held: bool | None, yes: str, no: str, unsure: str) -> str:
+    """The one of three texts that matches `held` (True, False, None)."""
+    return {True: yes, False: no, None: unsure}[held]

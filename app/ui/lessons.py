@@ -149,7 +149,7 @@ def _walkthrough(get_pair) -> None:
     for number, (name, lesson) in enumerate(LESSONS.items(), 1):
         with gr.Group():
             _header(lesson, number)
-            button = gr.Button(f"Run lesson {number} on this device", variant="secondary")
+            button = gr.Button(f"Run lesson {number} on this device" if lesson.needs_pair else f"Calculate lesson {number}", variant="secondary")
             result = gr.Markdown(latex_delimiters=LATEX)
             plot = gr.Plot(show_label=False, visible=False)
 
