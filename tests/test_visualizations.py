@@ -129,6 +129,21 @@ def test_legend_and_prompt():
     assert "<b>" not in out and "&lt;b&gt;&quot;hi&quot;&lt;/b&gt;" in out
 
 
+def test_bonus_and_rejected_fills_differ():
+    """Rejected tokens are hatched (a pattern, not only a hue); the bonus tint is far from the
+    rejected one in RGB (the old pair, #F5E4ED vs #F7DFCC, differed by at most 33 per channel;
+    now 48 in green)."""
+    from visualizations.colors import FATE_TINTS
+    from visualizations.tokens import FATE_FILLS, STYLE
+    assert "repeating-linear-gradient" in FATE_FILLS["rejected"]
+    assert all("gradient" not in FATE_FILLS[f] for f in FATES if f != "rejected")
+    rgb = lambda c: [int(c[i:i + 2], 16) for i in (1, 3, 5)]  # noqa: E731
+    far = max(abs(a - b) for a, b in zip(rgb(FATE_TINTS["bonus"]), rgb(FATE_TINTS["rejected"])))
+    assert far >= 45
+    assert f".tok-rejected {{ background: {FATE_FILLS['rejected']}" in STYLE
+    assert ".swatch-rejected { background: linear-gradient" in STYLE  # the strike, over the hatching
+
+
 # --- step timeline --------------------------------------------------------------------------
 
 def test_timeline_one_x_per_step(trace):
