@@ -9,7 +9,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from app.trace import FATES, Check, Piece, StepEvent, Trace
+from app.trace import FATES, Check, ForwardTiming, Piece, StepEvent, Trace
 from visualizations import (batch_figure, inspector_figure, knee_figure, legend_html,
                             prompt_html, roofline_figure, stats_markdown, step_timeline,
                             token_stream_html)
@@ -227,6 +227,61 @@ def test_roofline_roofs_and_ridges():
     no_sheet = roofline_figure([], dict(CEILINGS, datasheet=None))
     assert [t.meta["kind"] for t in by_role(no_sheet, "roof")] == ["measured"]
     assert isinstance(roofline_figure([], None), go.Figure)
+
+
+def _inside(x: float, y: float, xs, ys) -> bool:
+    """Whether (x, y) lies inside the polygon (xs, ys), on log axes (ray casting)."""
+    x, y = math.log10(x), math.log10(y)
+    px, py = [math.log10(v) for v in xs], [math.log10(v) for v in ys]
+    inside, j = False, len(px) - 1
+    for i in range(len(px)):
+        if (py[i] > y) != (py[j] > y) and x < (px[j] - px[i]) * (y - py[i]) / (py[j] - py[i]) + px[i]:
+            inside = not inside
+        j = i
+    return inside
+
+
+def test_roofline_regions_match_the_classification():
+    """Each shaded region holds exactly the passes app.roofline.classify puts in its class, the
+    points are coloured by that class, and each region is named in visible text."""
+    from app.hardware import Ceilings
+    from app.roofline import OVERHEAD_FACTOR, classify
+    from visualizations.colors import BOUND_COLORS
+    from visualizations.roofline import OVERHEAD_FACTOR as DRAWN
+    assert DRAWN == OVERHEAD_FACTOR
+    c = Ceilings(device="cpu", device_name="AMD EPYC", dtype="float32",
+                 measured_flops_per_s=1.9e11, measured_bytes_per_s=2.0e10)
+    passes = []
+    for intensity in (0.5, 2.0, 40.0):  # flops / bytes; ridge 9.5
+        for slowdown in (1.2, 2.5, 10.0):  # seconds / floor
+            flops, bytes_ = intensity * 1e6, 1e6
+            seconds = slowdown * max(bytes_ / 2.0e10, flops / 1.9e11)
+            bound = classify(seconds, flops, bytes_, c).bound
+            passes.append(ForwardTiming(model="target", phase="verify", batch=1, tokens=4, kv_len=8,
+                                        seconds=seconds, flops=flops, bytes=bytes_, bound=bound))
+    fig = roofline_figure(passes, dict(CEILINGS, overhead_factor=OVERHEAD_FACTOR))
+    regions = {t.meta["bound"]: t for t in by_role(fig, "region")}
+    assert set(regions) == {"memory", "compute", "overhead"}
+    for f in passes:
+        x, y = f.flops / f.bytes, f.flops / f.seconds
+        assert [b for b, r in regions.items() if _inside(x, y, r.x, r.y)] == [f.bound]
+    assert {f.bound for f in passes} == {"memory", "compute", "overhead"}
+    (points,) = by_role(fig, "forward")
+    assert list(points.marker.color) == [BOUND_COLORS[f.bound] for f in passes]
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert all(word in texts for word in ("memory-bound", "compute-bound", "overhead-bound"))
+    legend = [t.name for t in by_role(fig, "legend")]
+    assert {"memory-bound", "compute-bound", "overhead-bound", "verify passes"} <= set(legend)
+
+
+def test_roofline_note_wraps_inside_the_figure():
+    from visualizations.roofline import NOTE_WIDTH
+    note = "knee hidden: a pass of 8 tokens costs 4.00x one token; python -m app knee --fast. " * 4
+    fig = roofline_figure([], dict(CEILINGS, note=note))
+    shown = next(a for a in fig.layout.annotations if "knee hidden" in a.text)
+    lines = shown.text.split("<br>")
+    assert len(lines) > 4 and all(len(line) <= NOTE_WIDTH for line in lines)
+    assert "python -m app knee --fast." in shown.text.replace("<br>", " ")  # no word cut
 
 
 def test_roofline_legend_ticks_and_ranges(trace):

@@ -39,7 +39,8 @@ class _Run:
     def __init__(self, req: DecodeRequest, pair, ceilings, regime=None):
         self.req, self.pair, self.ceilings = req, pair, ceilings
         self.annotate = annotate.Annotator(pair, ceilings)
-        self.roof = ceilings.to_dict()  # what the roofline figure and the API show
+        # what the roofline figure and the API show; the factor shades the overhead band
+        self.roof = ceilings.to_dict() | {"overhead_factor": roofline.OVERHEAD_FACTOR}
         self.warned = False  # whether the note already says the ceilings are too low
         if regime is not None:  # app.cpu_regime: is the knee visible on this CPU?
             self.roof |= {"note": regime.explanation, "cpu_regime": regime.to_dict()}
