@@ -9,6 +9,7 @@ else conftest's tiny random pair.
 """
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,21 @@ def _missing() -> str | None:
     return None
 
 
+LOAD_S = 2.0  # the first load's pause: long enough for the page to show the loading stage
+
+
+def _slow_first_load(loader):
+    """The loader, with a pause before its first load (a cached pair loads in no time, and the
+    loading stage would flash by unseen)."""
+    calls = []
+
+    def load(*args, **kwargs):
+        if not calls:
+            calls.append(time.sleep(LOAD_S))
+        return loader(*args, **kwargs)
+    return load
+
+
 @pytest.fixture(scope="module")
 def url(tiny_dirs):
     if _missing():
@@ -40,11 +56,11 @@ def url(tiny_dirs):
     from app.models import load_pair
     from app.ui import build_demo
     from conftest import embedded_available
-    loader = None
+    from app.pairs import get_pair as loader
     if not embedded_available():
         pair = load_pair(tiny_dirs[0], tiny_dirs[1], device="cpu")
         loader = lambda *a, **k: pair  # noqa: E731
-    demo = build_demo(loader)
+    demo = build_demo(_slow_first_load(loader))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -97,6 +113,12 @@ def test_first_screen_then_run_keeps_the_stream_on_screen(page):
     if os.environ.get("SPECLAB_WRITE_SCREENSHOT") == "1":
         page.screenshot(path=str(README_SCREENSHOT))
     page.get_by_role("button", name="Run", exact=True).click()
+    # the loading stage (app.runner.prepare's progress) shows in the status line's box
+    tracker = page.locator("#sd-status [data-testid=status-tracker]")
+    tracker.get_by_text("loading model pair embedded").wait_for(timeout=30_000)
+    status, shown = page.locator("#sd-status").bounding_box(), tracker.locator(".progress-level").bounding_box()
+    assert status["y"] <= shown["y"] and shown["y"] + shown["height"] <= status["y"] + status["height"]
+    assert "Press Run" not in _visible_text(page, "#sd-status"), "the old line shows through the stage"
     page.wait_for_selector("#sd-stream .tok", timeout=180_000)
     assert page.evaluate("window.scrollY") == 0, "pressing Run must not move the page"
     _on_screen(page, page.locator("#sd-status"), "the status line")
@@ -112,6 +134,11 @@ def test_first_screen_then_run_keeps_the_stream_on_screen(page):
     page.screenshot(path=str(ARTIFACTS / "live-after-run.png"))
     if os.environ.get("SPECLAB_WRITE_SCREENSHOT") == "1":
         page.screenshot(path=str(AFTER_RUN_SCREENSHOT))
+
+
+def _visible_text(page, selector: str) -> str:
+    """The text of the element's parts that are visible (innerText skips visibility: hidden)."""
+    return page.locator(selector).evaluate("e => e.innerText")
 
 
 def _wait_for_charts(page) -> None:

@@ -415,7 +415,7 @@ def test_inspector_nothing_overlaps_the_subplot_titles(trace):
         for position in range(len(step.checks)):
             fig = inspector_figure(step, position)
             titles = [a.text for a in fig.layout.annotations if a.yref == "paper" and a.y == 1]
-            assert titles == ["next-token probabilities", "accept iff<br>r < min(1, p/q)"]
+            assert titles == ["next-token probabilities", "accepted if<br>r < min(1, p/q)"]
             top = fig.layout.yaxis.range[1]
             drafted = next(a for a in panel_notes(fig) if a.text == "drafted")
             assert drafted.y < top  # the arrow's point and its label stay inside the panel
@@ -425,7 +425,7 @@ def test_inspector_nothing_overlaps_the_subplot_titles(trace):
 def test_inspector_greedy_note_inside_its_panel(trace):
     step = trace.steps[0]
     fig = inspector_figure(replace(step, checks=[replace(c, r=None) for c in step.checks]))
-    notes = [a for a in panel_notes(fig) if "argmax" in a.text]
+    notes = [a for a in panel_notes(fig) if "top<br>choice" in a.text]
     assert len(notes) == 1 and 0 < notes[0].y < 1  # inside the panel, below its title
     x0, x1 = fig.layout.xaxis2.domain
     assert notes[0].xref == "paper" and x0 < notes[0].x < x1 and not notes[0].showarrow

@@ -31,7 +31,10 @@ CSS = viz.STYLE + """
 #sd-stream .sd-stream { font-size: 1.3rem; line-height: 1.8; min-height: 6em; }
 #sd-stream { padding: 0.5em 0.8em; border: 1px solid #ddd; border-radius: 8px; background: #fff; }
 #sd-legend .sd-legend { font-size: 0.95rem; display: grid; grid-template-columns: 1fr 1fr; gap: 0.2em 1.0em; }
-#sd-status { min-height: 3.4em; }
+#sd-status { min-height: 4.2em; }
+#sd-status .wrap.translucent { background: var(--block-background-fill); opacity: 1; }
+#sd-status .pending { visibility: hidden; }  /* the loading stage replaces the old line */
+#sd-status .progress-level-inner { font-family: var(--font); font-size: 1.05rem; color: #222; }
 #sd-status p { font-size: 1.1rem; margin: 0; }
 #sd-stats table { font-size: 1.05rem; }
 #sd-pair input { padding-right: 2.2em; text-overflow: ellipsis; }
@@ -85,10 +88,10 @@ def _top(devices: list[str]) -> dict:
                                       info=examples.pair_info(default), elem_id="sd-pair")
             with gr.Row():
                 c["gamma"] = gr.Slider(1, MAX_GAMMA, value=DecodeSettings().gamma, step=1,
-                                       label=words.GAMMA, info=words.GAMMA_INFO, min_width=200)
+                                       label=words.GAMMA, info=words.GAMMA_INFO, min_width=200, scale=3)
                 c["depth_policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value=DEFAULT_POLICY,
                                                 label=words.POLICY, info=runner.DEPTH_POLICIES[DEFAULT_POLICY],
-                                                min_width=160)
+                                                min_width=160, scale=2)
             with gr.Row():
                 c["run"] = gr.Button("Run", variant="primary", size="lg")
                 c["stop"] = gr.Button("Stop", variant="stop", size="lg")
