@@ -108,6 +108,8 @@ def test_first_screen_then_run_keeps_the_stream_on_screen(page):
     page.evaluate("window.scrollTo(0, 0)")
     for what, locator in _first_screen(page).items():
         _on_screen(page, locator, what)
+    fits = page.locator("#sd-pair input").evaluate("e => e.scrollWidth <= e.clientWidth")
+    assert fits, "the pair's name runs under the dropdown's arrow"
     prompt = page.get_by_role("textbox", name="Prompt", exact=True).input_value()
     assert prompt.startswith("It is a truth universally acknowledged"), "the embedded pair's default is prose"
     if os.environ.get("SPECLAB_WRITE_SCREENSHOT") == "1":

@@ -184,6 +184,12 @@ def test_timeline_of_the_baseline(trace):
     assert len(step_timeline([]).data) == 0
 
 
+def test_timeline_legend_below_never_under_the_title(trace):
+    """Above the plot, a legend that wraps onto two or three rows ran into the title."""
+    legend = step_timeline(trace).layout.legend
+    assert legend.y < 0 and legend.yanchor == "top"
+
+
 # --- roofline -------------------------------------------------------------------------------
 
 def test_roofline_one_point_per_costed_forward(trace):

@@ -1,7 +1,6 @@
 """The Live tab's help texts, in plain words: what a control does and what it costs, never the
 name of the module that does it (the README and the docstrings say that)."""
 
-PROMPT_INFO = None  # the prompt needs none: the examples under it show what suits the pair
 GAMMA = "γ: draft tokens per step"
 GAMMA_INFO = "the target checks them all in one pass"
 POLICY = "Depth policy"
