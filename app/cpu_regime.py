@@ -27,6 +27,10 @@ from dataclasses import asdict, dataclass
 from app.knee import BEND_RATIO
 
 PROBE_Q = 8
+# A pass of q > 1 tokens does all the work of a pass of 1 and more: it cannot take less time.
+# A measured ratio below NOISE_RATIO (10% under 1, beyond the repeat-to-repeat spread of a quiet
+# machine) is timing noise, and said to be: never "knee visible" on an impossible number.
+NOISE_RATIO = 0.9
 _probes: "weakref.WeakKeyDictionary[object, dict[tuple, Regime]]" = weakref.WeakKeyDictionary()
 
 
@@ -46,13 +50,21 @@ class Regime:
         return suggested_cbwr(self.isa)
 
     @property
+    def noise(self) -> bool:
+        """The ratio is impossible (below NOISE_RATIO): the timing was disturbed."""
+        return self.ratio < NOISE_RATIO
+
+    @property
     def label(self) -> str:
-        return "knee visible" if self.visible else "knee hidden"
+        return "timing noise" if self.noise else "knee visible" if self.visible else "knee hidden"
 
     @property
     def explanation(self) -> str:
         """One or two sentences for the roofline and the CLI."""
         cost = f"a pass of {self.q} tokens costs {self.ratio:.2f}x one token"
+        if self.noise:
+            return (f"{self.label}: {cost}, which cannot be (it does more work); the machine was "
+                    "busy while it was timed, so this run says nothing about the knee.")
         if self.visible:
             return f"{self.label}: {cost}, so verifying gamma + 1 tokens is nearly free."
         amd = "AMD" in self.device_name.upper() or "EPYC" in self.device_name.upper() \

@@ -85,3 +85,13 @@ def test_the_roofline_prints_the_verdict_escaped():
     shown = [t for t in texts if "knee hidden" in t]
     assert len(shown) == 1 and "<script>" not in shown[0] and "&lt;script&gt;" in shown[0]
     assert not [t for t in [a.text for a in roofline_figure([], None).layout.annotations] if "knee" in t]
+
+
+def test_an_impossible_ratio_is_called_noise_not_a_visible_knee():
+    """A pass of 8 tokens timed at 0.31x one token (seen in the Live tab on a busy machine) cannot
+    be: the verdict says timing noise, never "knee visible"."""
+    noisy = cpu_regime.from_times({1: 1.0, 8: 0.31}, "AMD EPYC")
+    assert noisy.label == "timing noise" and "knee visible" not in noisy.explanation
+    assert "0.31x" in noisy.explanation and "cannot be" in noisy.explanation
+    fine = cpu_regime.from_times({1: 1.0, 8: 0.95}, "AMD EPYC")  # within the noise of a quiet machine
+    assert fine.label == "knee visible" and not fine.noise

@@ -9,7 +9,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from app.trace import FATES, Check, Piece, StepEvent, Trace
+from app.trace import FATES, Check, ForwardTiming, Piece, StepEvent, Trace
 from visualizations import (batch_figure, inspector_figure, knee_figure, legend_html,
                             prompt_html, roofline_figure, stats_markdown, step_timeline,
                             token_stream_html)
@@ -129,6 +129,21 @@ def test_legend_and_prompt():
     assert "<b>" not in out and "&lt;b&gt;&quot;hi&quot;&lt;/b&gt;" in out
 
 
+def test_bonus_and_rejected_fills_differ():
+    """Rejected tokens are hatched (a pattern, not only a hue); the bonus tint is far from the
+    rejected one in RGB (the old pair, #F5E4ED vs #F7DFCC, differed by at most 33 per channel;
+    now 48 in green)."""
+    from visualizations.colors import FATE_TINTS
+    from visualizations.tokens import FATE_FILLS, STYLE
+    assert "repeating-linear-gradient" in FATE_FILLS["rejected"]
+    assert all("gradient" not in FATE_FILLS[f] for f in FATES if f != "rejected")
+    rgb = lambda c: [int(c[i:i + 2], 16) for i in (1, 3, 5)]  # noqa: E731
+    far = max(abs(a - b) for a, b in zip(rgb(FATE_TINTS["bonus"]), rgb(FATE_TINTS["rejected"])))
+    assert far >= 45
+    assert f".tok-rejected {{ background: {FATE_FILLS['rejected']}" in STYLE
+    assert ".swatch-rejected { background: linear-gradient" in STYLE  # the strike, over the hatching
+
+
 # --- step timeline --------------------------------------------------------------------------
 
 def test_timeline_one_x_per_step(trace):
@@ -167,6 +182,12 @@ def test_timeline_of_the_baseline(trace):
     assert len(decode.x) == len(trace.baseline.steps) == 10
     assert "autoregressive" in fig.layout.title.text
     assert len(step_timeline([]).data) == 0
+
+
+def test_timeline_legend_below_never_under_the_title(trace):
+    """Above the plot, a legend that wraps onto two or three rows ran into the title."""
+    legend = step_timeline(trace).layout.legend
+    assert legend.y < 0 and legend.yanchor == "top"
 
 
 # --- roofline -------------------------------------------------------------------------------
@@ -212,6 +233,61 @@ def test_roofline_roofs_and_ridges():
     no_sheet = roofline_figure([], dict(CEILINGS, datasheet=None))
     assert [t.meta["kind"] for t in by_role(no_sheet, "roof")] == ["measured"]
     assert isinstance(roofline_figure([], None), go.Figure)
+
+
+def _inside(x: float, y: float, xs, ys) -> bool:
+    """Whether (x, y) lies inside the polygon (xs, ys), on log axes (ray casting)."""
+    x, y = math.log10(x), math.log10(y)
+    px, py = [math.log10(v) for v in xs], [math.log10(v) for v in ys]
+    inside, j = False, len(px) - 1
+    for i in range(len(px)):
+        if (py[i] > y) != (py[j] > y) and x < (px[j] - px[i]) * (y - py[i]) / (py[j] - py[i]) + px[i]:
+            inside = not inside
+        j = i
+    return inside
+
+
+def test_roofline_regions_match_the_classification():
+    """Each shaded region holds exactly the passes app.roofline.classify puts in its class, the
+    points are coloured by that class, and each region is named in visible text."""
+    from app.hardware import Ceilings
+    from app.roofline import OVERHEAD_FACTOR, classify
+    from visualizations.colors import BOUND_COLORS
+    from visualizations.roofline import OVERHEAD_FACTOR as DRAWN
+    assert DRAWN == OVERHEAD_FACTOR
+    c = Ceilings(device="cpu", device_name="AMD EPYC", dtype="float32",
+                 measured_flops_per_s=1.9e11, measured_bytes_per_s=2.0e10)
+    passes = []
+    for intensity in (0.5, 2.0, 40.0):  # flops / bytes; ridge 9.5
+        for slowdown in (1.2, 2.5, 10.0):  # seconds / floor
+            flops, bytes_ = intensity * 1e6, 1e6
+            seconds = slowdown * max(bytes_ / 2.0e10, flops / 1.9e11)
+            bound = classify(seconds, flops, bytes_, c).bound
+            passes.append(ForwardTiming(model="target", phase="verify", batch=1, tokens=4, kv_len=8,
+                                        seconds=seconds, flops=flops, bytes=bytes_, bound=bound))
+    fig = roofline_figure(passes, dict(CEILINGS, overhead_factor=OVERHEAD_FACTOR))
+    regions = {t.meta["bound"]: t for t in by_role(fig, "region")}
+    assert set(regions) == {"memory", "compute", "overhead"}
+    for f in passes:
+        x, y = f.flops / f.bytes, f.flops / f.seconds
+        assert [b for b, r in regions.items() if _inside(x, y, r.x, r.y)] == [f.bound]
+    assert {f.bound for f in passes} == {"memory", "compute", "overhead"}
+    (points,) = by_role(fig, "forward")
+    assert list(points.marker.color) == [BOUND_COLORS[f.bound] for f in passes]
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert all(word in texts for word in ("memory-bound", "compute-bound", "overhead-bound"))
+    legend = [t.name for t in by_role(fig, "legend")]
+    assert {"memory-bound", "compute-bound", "overhead-bound", "verify passes"} <= set(legend)
+
+
+def test_roofline_note_wraps_inside_the_figure():
+    from visualizations.roofline import NOTE_WIDTH
+    note = "knee hidden: a pass of 8 tokens costs 4.00x one token; python -m app knee --fast. " * 4
+    fig = roofline_figure([], dict(CEILINGS, note=note))
+    shown = next(a for a in fig.layout.annotations if "knee hidden" in a.text)
+    lines = shown.text.split("<br>")
+    assert len(lines) > 4 and all(len(line) <= NOTE_WIDTH for line in lines)
+    assert "python -m app knee --fast." in shown.text.replace("<br>", " ")  # no word cut
 
 
 def test_roofline_legend_ticks_and_ranges(trace):
@@ -345,7 +421,7 @@ def test_inspector_nothing_overlaps_the_subplot_titles(trace):
         for position in range(len(step.checks)):
             fig = inspector_figure(step, position)
             titles = [a.text for a in fig.layout.annotations if a.yref == "paper" and a.y == 1]
-            assert titles == ["next-token probabilities", "accept iff<br>r < min(1, p/q)"]
+            assert titles == ["next-token probabilities", "accepted if<br>r < min(1, p/q)"]
             top = fig.layout.yaxis.range[1]
             drafted = next(a for a in panel_notes(fig) if a.text == "drafted")
             assert drafted.y < top  # the arrow's point and its label stay inside the panel
@@ -355,7 +431,7 @@ def test_inspector_nothing_overlaps_the_subplot_titles(trace):
 def test_inspector_greedy_note_inside_its_panel(trace):
     step = trace.steps[0]
     fig = inspector_figure(replace(step, checks=[replace(c, r=None) for c in step.checks]))
-    notes = [a for a in panel_notes(fig) if "argmax" in a.text]
+    notes = [a for a in panel_notes(fig) if "top<br>choice" in a.text]
     assert len(notes) == 1 and 0 < notes[0].y < 1  # inside the panel, below its title
     x0, x1 = fig.layout.xaxis2.domain
     assert notes[0].xref == "paper" and x0 < notes[0].x < x1 and not notes[0].showarrow

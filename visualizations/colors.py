@@ -26,12 +26,14 @@ FATE_COLORS = {
     "bonus": REDDISH_PURPLE,
     "target": GREY,
 }
-# Light tints of the same hues, as token backgrounds behind dark text.
+# Light tints of the same hues, as token backgrounds behind dark text. Bonus is a deeper tint
+# (~60% of its hue) than the others (~20%): at 20% it looked like rejected's peach; rejected
+# is also hatched (tokens.FATE_FILLS), so the two differ in pattern, not in hue alone.
 FATE_TINTS = {
     "accepted": "#CCECE3",
     "rejected": "#F7DFCC",
     "correction": "#CCE3F0",
-    "bonus": "#F5E4ED",
+    "bonus": "#E0AFCA",
     "target": "#ECECEC",
 }
 

@@ -68,7 +68,7 @@ def _acceptance_panel(fig: go.Figure, check: Check) -> None:
     if check.r is None:
         verdict = ("✓ accepted" if check.accepted else "✗ rejected")
         color = fate_color("accepted" if check.accepted else "rejected")
-        fig.add_annotation(text=("accept iff<br>the drafted<br>token is<br>argmax p<br><br>"
+        fig.add_annotation(text=("accepted if<br>the drafted<br>token is the<br>target's top<br>choice<br><br>"
                                  f'<b><span style="color:{color}">{verdict}</span></b>'),
                            x=sum(fig.layout.xaxis2.domain) / 2, y=0.6, xref="paper",
                            yref="paper", xanchor="center", yanchor="middle", showarrow=False,
@@ -95,7 +95,7 @@ def _title(step: StepEvent, position: int, check: Check, token_text) -> str:
     title = f"Step {step.index}, draft {position + 1} of {step.gamma}: “{word}” {verdict}"
     if not check.accepted and len(step.emitted_ids) > position:
         title += f" → correction “{_label(step.emitted_ids[position], step, token_text)}”"
-    rule = ("greedy: accept iff argmax" if check.r is None
+    rule = ("greedy: accepted if it is the target's top choice" if check.r is None
             else f"r={check.r:.2f} vs min(1, p/q)={min(1.0, check.ratio):.2f}")
     return f"{title}<br><sup>p={fmt_prob(check.p)}, q={fmt_prob(check.q)}, {rule}</sup>"
 
@@ -117,7 +117,7 @@ def inspector_figure(step: StepEvent, position: int | None = None, *,
     rows = _distribution_rows(check)
     labels = _unique_labels([r[0] for r in rows], step, token_text)
     # Short subplot titles: the right one must fit over a narrow panel (the rule goes on two lines).
-    test = "greedy test" if check.r is None else "accept iff<br>r < min(1, p/q)"
+    test = "greedy test" if check.r is None else "accepted if<br>r < min(1, p/q)"
     fig = make_subplots(rows=1, cols=2, column_widths=[0.8, 0.2], horizontal_spacing=0.08,
                         subplot_titles=("next-token probabilities", test))
     _distribution_bars(fig, check, labels, rows)

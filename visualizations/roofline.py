@@ -2,7 +2,11 @@
 
 performance = min(peak FLOP/s, intensity x bandwidth) (Williams, Waterman, Patterson 2009).
 A point's intensity is flops / bytes of the cost model's estimate; its height is
-flops / measured seconds. Points far below both roofs are overhead-bound.
+flops / measured seconds. The plot is shaded by what bounds a pass, as app.roofline.classify
+decides it from the measured roof: a pass more than OVERHEAD_FACTOR times slower than its roof
+allows sits in the grey "overhead-bound" band below roof / OVERHEAD_FACTOR; above that line it is
+"memory-bound" left of the ridge and "compute-bound" right of it. Each point is coloured by the
+class the run gave it (its `bound`), its symbol says its phase.
 """
 from __future__ import annotations
 
@@ -12,10 +16,15 @@ import plotly.graph_objects as go
 
 from app.trace import ForwardTiming
 
-from .colors import PHASE_SYMBOLS, ROOF_COLORS, phase_color
+from .colors import BLACK, BOUND_COLORS, GREY, PHASE_SYMBOLS, ROOF_COLORS
 from .layout import FONT_SIZE, LEGEND_BELOW, log_range, log_ticks, style
 
 ROOF_DASH = {"measured": "solid", "datasheet": "dash"}
+# app.roofline.OVERHEAD_FACTOR (this package never imports the app's torch side); the app passes
+# its value as ceilings["overhead_factor"] and tests/test_visualizations.py checks they agree
+OVERHEAD_FACTOR = 3.0
+BOUND_NAMES = {"memory": "memory-bound", "compute": "compute-bound", "overhead": "overhead-bound"}
+REGION_ALPHA = 0.10
 PHASE_NAMES = {
     "draft": "draft passes",
     "verify": "verify passes",
@@ -44,12 +53,12 @@ def _x_range(points: list[ForwardTiming], roofs: list) -> tuple[float, float]:
     return min(xs) / 10, 10.0 ** math.ceil(math.log10(max(xs) * 10) - 1e-9)
 
 
-def _y_range(points: list[ForwardTiming], roofs: list, x_lo: float) -> tuple[float, float]:
-    """Performance range showing every point and both roofs whole: from below the lowest point
-    and the roofs' left ends (x_lo x bandwidth) to above the highest peak, with room for the
-    ridge labels."""
+def _y_range(points: list[ForwardTiming], roofs: list, x_lo: float, factor: float) -> tuple[float, float]:
+    """Performance range showing every point, both roofs whole and the overhead band under
+    roof / factor: from below the lowest point and that line's left end to above the highest
+    peak, with room for the ridge labels."""
     ys = [f.flops / f.seconds for f in points]
-    lows = ys + [x_lo * bw for _, _, bw, _ in roofs]
+    lows = ys + [x_lo * bw / factor for _, _, bw, _ in roofs]
     highs = ys + [peak for _, peak, _, _ in roofs]
     if not lows:
         return 1e8, 1e12
@@ -74,8 +83,9 @@ def _ridge_marker(kind: str, peak: float, bw: float) -> go.Scatter:
     return go.Scatter(
         x=[ridge], y=[peak], mode="markers+text", showlegend=False,
         marker=dict(size=12, color=ROOF_COLORS[kind], symbol="x"),
-        text=[f"ridge ≈ {ridge:,.1f} FLOP/B"],  # short: it must fit right of the ridge
-        textposition="bottom right" if kind == "measured" else "top left",
+        text=[f"ridge ≈ {ridge:,.1f} FLOP/B"],  # short: it must fit beside the ridge
+        # above the roofs, in the white: left of the measured ridge, right of the datasheet's
+        textposition="top left" if kind == "measured" else "top right",
         textfont=dict(size=FONT_SIZE - 2), meta={"role": "ridge", "kind": kind},
         hovertemplate=f"{kind} ridge: %{{x:.1f}} FLOP/byte<extra></extra>")
 
@@ -90,50 +100,116 @@ def _hover(f: ForwardTiming) -> str:
 
 
 def _point_trace(phase: str, passes: list[ForwardTiming]) -> go.Scatter:
+    """One phase's passes: symbol by phase, colour by class (the legend's entries, _legend)."""
     return go.Scatter(
         x=[f.flops / f.bytes for f in passes], y=[f.flops / f.seconds for f in passes],
-        mode="markers", name=PHASE_NAMES.get(phase, phase),
-        marker=dict(size=13, symbol=PHASE_SYMBOLS.get(phase, "cross"), color=phase_color(phase),
-                    opacity=0.8, line=dict(width=1, color="white")),
+        mode="markers", name=PHASE_NAMES.get(phase, phase), showlegend=False,
+        marker=dict(size=13, symbol=PHASE_SYMBOLS.get(phase, "cross"),
+                    color=[BOUND_COLORS.get(f.bound, BLACK) for f in passes],
+                    opacity=0.85, line=dict(width=1, color="white")),
         text=[_hover(f) for f in passes], hovertemplate="%{text}<extra></extra>",
         meta={"role": "forward", "phase": phase})
 
 
-NOTE_WIDTH = 72    # characters per line of the note above the plot
-NOTE_LINE_PX = 19  # its line height at FONT_SIZE - 1
+def _legend(points: list[ForwardTiming]) -> list[go.Scatter]:
+    """Legend-only entries: a colour per class present (filled squares), then a symbol per
+    phase present (open, black: the symbol is the message, the colour belongs to the class)."""
+    entries = []
+    for bound in dict.fromkeys(f.bound for f in points):
+        entries.append(go.Scatter(x=[None], y=[None], mode="markers", name=BOUND_NAMES.get(bound, "not classified"),
+                                  marker=dict(size=13, symbol="square", color=BOUND_COLORS.get(bound, BLACK)),
+                                  meta={"role": "legend", "bound": bound}))
+    for phase in dict.fromkeys(f.phase for f in points):
+        entries.append(go.Scatter(x=[None], y=[None], mode="markers", name=PHASE_NAMES.get(phase, phase),
+                                  marker=dict(size=12, symbol=PHASE_SYMBOLS.get(phase, "cross") + "-open",
+                                              color=BLACK),
+                                  meta={"role": "legend", "phase": phase}))
+    return entries
+
+
+def _fill(rgb_hex: str) -> str:
+    r, g, b = (int(rgb_hex[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{REGION_ALPHA})"
+
+
+def _regions(peak: float, bw: float, factor: float, x_lo: float, x_hi: float, y_lo: float):
+    """The three classes as shaded polygons (traces) and their labels (annotation dicts, in the
+    log axes' units: log10 of the value). Memory-bound: between roof / factor and the sloped
+    roof; compute-bound: the same under the flat roof; overhead-bound: below roof / factor."""
+    ridge = peak / bw
+    shapes = {
+        "memory": ([x_lo, ridge, ridge, x_lo], [x_lo * bw / factor, peak / factor, peak, x_lo * bw]),
+        "compute": ([ridge, x_hi, x_hi, ridge], [peak / factor, peak / factor, peak, peak]),
+        "overhead": ([x_lo, x_hi, x_hi, ridge, x_lo], [y_lo, y_lo, peak / factor, peak / factor, x_lo * bw / factor]),
+    }
+    traces = [go.Scatter(x=xs, y=ys, fill="toself", fillcolor=_fill(BOUND_COLORS[bound]), mode="lines",
+                         line=dict(width=0), hoverinfo="skip", showlegend=False,
+                         meta={"role": "region", "bound": bound})
+              for bound, (xs, ys) in shapes.items()]
+    traces.append(go.Scatter(x=[x_lo, ridge, x_hi], y=[x_lo * bw / factor, peak / factor, peak / factor],
+                             mode="lines", line=dict(color=GREY, width=1.5, dash="dot"), showlegend=False,
+                             hoverinfo="skip", meta={"role": "overhead-line"}))
+    mem_x = math.sqrt(x_lo * ridge)
+    where = {  # (x, y, xanchor) of each label: the middle of its region's height, on the log scale
+        "memory": (mem_x, mem_x * bw / math.sqrt(factor), "center"),
+        "compute": (x_hi, peak / math.sqrt(factor), "right"),  # flush right: clear of the ridge label
+        "overhead": (x_hi, math.sqrt(y_lo * peak / factor), "right"),  # under compute-bound: few passes there
+    }
+    labels = {"memory": "memory-bound", "compute": "compute-bound",
+              "overhead": f"overhead-bound: over {factor:g}x<br>the time the roof allows"}
+    notes = [dict(x=math.log10(x), y=math.log10(y), xanchor=anchor, text=f"<b>{labels[bound]}</b>",
+                  showarrow=False, font=dict(size=FONT_SIZE - 3, color=BOUND_COLORS[bound]),
+                  bgcolor="rgba(255,255,255,0.7)", name=f"region-{bound}")
+             for bound, (x, y, anchor) in where.items()]
+    return traces, notes
+
+
+# The note above the plot wraps at NOTE_WIDTH characters of FONT_SIZE - 3 (about 7.5 px each,
+# ~430 px): it fits a figure half of a 1366 px wide page, starting NOTE_SHIFT px left of the plot.
+NOTE_WIDTH = 58
+NOTE_LINE_PX = 18  # its line height at FONT_SIZE - 3
+NOTE_SHIFT = -60
 
 
 def _wrap(text: str, width: int) -> str:
     """Plotly annotations do not wrap: break the (HTML-escaped) text into <br>-joined lines."""
     import html
     import textwrap
-    return "<br>".join(html.escape(line) for line in textwrap.wrap(text, width))
+    return "<br>".join(html.escape(line) for line in textwrap.wrap(text, width, break_on_hyphens=False))
 
 
 def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.Figure:
-    """Log-log roofline: measured roof solid, datasheet roof dashed, ridge points labelled,
-    and one marker per forward pass with flops > 0 and bytes > 0 (symbol by phase).
+    """Log-log roofline: measured roof solid, datasheet roof dashed, ridge points labelled, the
+    memory-, compute- and overhead-bound regions shaded and labelled (ceilings["overhead_factor"],
+    default OVERHEAD_FACTOR), and one marker per forward pass with flops > 0 and bytes > 0
+    (symbol by phase, colour by class).
     ceilings["note"], when present, is printed above the plot (e.g. app.cpu_regime's verdict
     on whether the knee is visible on this CPU)."""
     ceilings = ceilings or {}
     points = [f for f in forwards if f.flops > 0 and f.bytes > 0 and f.seconds > 0]
-    roofs = _roofs(ceilings)
+    roofs, factor = _roofs(ceilings), float(ceilings.get("overhead_factor") or OVERHEAD_FACTOR)
     x_lo, x_hi = _x_range(points, roofs)
-    y_lo, y_hi = _y_range(points, roofs, x_lo)
+    y_lo, y_hi = _y_range(points, roofs, x_lo, factor)
     fig = go.Figure()
+    if roofs:  # the classes, from the roof the run classified by (measured, else the first)
+        regions, labels = _regions(*roofs[0][1:3], factor, x_lo, x_hi, y_lo)
+        fig.add_traces(regions)
+        for label in labels:
+            fig.add_annotation(**label)
     for kind, peak, bw, source in roofs:
         fig.add_trace(_roof_line(kind, peak, bw, source, x_lo, x_hi))
         fig.add_trace(_ridge_marker(kind, peak, bw))
     for phase in dict.fromkeys(f.phase for f in points):
         fig.add_trace(_point_trace(phase, [f for f in points if f.phase == phase]))
+    fig.add_traces(_legend(points))
     if not points:
         fig.add_annotation(text="no timed forward passes yet", x=0.5, y=0.5, xref="paper",
                            yref="paper", showarrow=False, font=dict(size=FONT_SIZE + 2))
     note = _wrap(str(ceilings["note"]), NOTE_WIDTH) if ceilings.get("note") else ""
     if note:  # above the plot area, in room made for it below the title: never over a roof
         fig.add_annotation(text=note, x=0, y=1, xref="paper", yref="paper", xanchor="left",
-                           yanchor="bottom", yshift=6, showarrow=False, align="left",
-                           font=dict(size=FONT_SIZE - 1), bgcolor="rgba(255,248,220,0.9)")
+                           yanchor="bottom", yshift=6, xshift=NOTE_SHIFT, showarrow=False, align="left",
+                           font=dict(size=FONT_SIZE - 3), bgcolor="rgba(255,248,220,0.9)", name="note")
     device = ceilings.get("device_name") or ceilings.get("device") or "unknown device"
     dtype = f", {ceilings['dtype']}" if ceilings.get("dtype") else ""
     # Fixed ranges (the roofs span x exactly) and one labelled tick per decade: 0.1, 1, 10 FLOP/B;
@@ -145,4 +221,4 @@ def roofline_figure(forwards: list[ForwardTiming], ceilings: dict | None) -> go.
                      **log_ticks(y_lo * 1.5, y_hi, decades_only=True))  # none in the corner
     room = NOTE_LINE_PX * (note.count("<br>") + 1) + 14 if note else 0
     fig = style(fig, f"Roofline — {device}{dtype}", height=560 + room, legend=LEGEND_BELOW)
-    return fig.update_layout(margin_t=fig.layout.margin.t + room)
+    return fig.update_layout(margin_t=fig.layout.margin.t + room, legend_font_size=FONT_SIZE - 4)

@@ -7,7 +7,7 @@ from plotly.subplots import make_subplots
 from app.trace import StepEvent, Trace
 
 from .colors import BLACK, phase_color
-from .layout import empty_figure, nice_step, style
+from .layout import LEGEND_BELOW, empty_figure, nice_step, style
 
 PHASE_ORDER = ("prefill", "draft", "verify", "decode")
 PHASE_LABELS = {"prefill": "prefill", "draft": "draft passes", "verify": "verify pass",
@@ -67,4 +67,5 @@ def step_timeline(trace: Trace | list[StepEvent]) -> go.Figure:
     top = max(len(s.emitted_ids) for s in steps)
     fig.update_yaxes(title_text="tokens emitted", range=[0, top + 1],
                      dtick=1 if top <= 10 else None, showgrid=False, secondary_y=True)
-    return style(fig, title)
+    # the legend below the plot: above it, it wrapped into the title on a narrow figure
+    return style(fig, title, legend=LEGEND_BELOW)

@@ -24,12 +24,20 @@ FATE_MEANINGS = {
 END_MARKER = '<span id="stream-end" data-testid="stream-end">■ end of stream</span>'
 
 
+# Each fate's fill: its tint, and for rejected tokens (never emitted) diagonal white hatching
+# too, so that rejected and bonus differ in pattern as well as in hue.
+FATE_FILLS = {fate: FATE_TINTS[fate] for fate in FATES} | {
+    "rejected": f"repeating-linear-gradient(135deg, {FATE_TINTS['rejected']} 0 4px, #FFFFFF 4px 7px)"}
+STRIKE = "linear-gradient(transparent 45%, #D55E00 45%, #D55E00 60%, transparent 60%)"
+
+
 def _fate_rules() -> str:
     rules = []
     for fate in FATES:
-        rules.append(f".tok-{fate} {{ background: {FATE_TINTS[fate]}; "
+        swatch = f"{STRIKE}, {FATE_FILLS[fate]}" if fate == "rejected" else FATE_FILLS[fate]
+        rules.append(f".tok-{fate} {{ background: {FATE_FILLS[fate]}; "
                      f"border-bottom: 3px solid {FATE_COLORS[fate]}; }}")
-        rules.append(f".swatch-{fate} {{ background: {FATE_TINTS[fate]}; "
+        rules.append(f".swatch-{fate} {{ background: {swatch}; "
                      f"border: 2px solid {FATE_COLORS[fate]}; }}")
     return "\n".join(rules)
 
@@ -50,8 +58,6 @@ STYLE = """
   gap: 0.4em 1.4em; }
 .sd-legend-item { display: inline-flex; align-items: center; gap: 0.4em; }
 .sd-swatch { display: inline-block; width: 1.6em; height: 1.1em; border-radius: 3px; }
-.swatch-rejected { background-image: linear-gradient(transparent 45%, #D55E00 45%, #D55E00 60%,
-  transparent 60%); }
 """ + _fate_rules() + "\n"
 
 

@@ -64,10 +64,10 @@ def build_demo(loader=None) -> gr.Blocks:
         from app.pairs import get_pair as loader
     tracker = PairTracker(loader)
     with Blocks(title=TITLE) as demo:
-        gr.HTML(f"<style>{live.CSS}</style>", padding=False)  # here, not launch(css=): tests launch too
-        gr.Markdown(f"# {TITLE}\nA small draft model guesses γ tokens, the large target model "
+        gr.HTML(f"<style>{live.CSS}</style>", padding=False, elem_id="sd-style")  # here, not launch(css=): tests launch too
+        gr.Markdown(f"## {TITLE}\nA small draft model guesses γ tokens, the large target model "
                     "checks them all in one forward pass. Watch every token's fate and every "
-                    "pass on this device's roofline.")
+                    "pass on this device's roofline.", elem_id="sd-title")
         with gr.Tabs():
             with gr.Tab("Live"):
                 live.build(tracker, wrap=zero_gpu)

@@ -1,5 +1,6 @@
-"""The Live tab: controls on the left, the streamed tokens and numbers on the right, the step
-timeline and the roofline below, then the token inspector and the downloads.
+"""The Live tab: the prompt, the pair, γ, Run and Stop on the left with the other settings folded
+below them, the status, the streamed tokens and the numbers on the right, the step timeline and
+the roofline side by side below, then the token inspector and the downloads.
 
 `build(loader, wrap)` must be called inside a gr.Blocks; `loader(preset, device=, dtype=,
 ngram=)` returns a ModelPair (app.pairs.get_pair in the app, a tiny pair in tests) and
@@ -10,64 +11,35 @@ import inspect
 import gradio as gr
 
 import visualizations as viz
-from app.settings import MAX_GAMMA, MAX_NEW_TOKENS
-from app import runner
-from app.ui import handlers, turns, views
+from app import examples, runner
+from app.presets import PRESETS, default_preset, default_reason
+from app.settings import MAX_GAMMA, MAX_NEW_TOKENS, DecodeSettings
+from app.ui import handlers, turns, views, words
 from app.ui.views import View
-from app.presets import FALLBACK, FLAGSHIP, FLAGSHIP_HINT, PRESETS, default_preset, default_reason
 
-EXAMPLES = [  # questions for the instruction-tuned flagship, openings for the embedded pair
-    "What is the capital of France, and what is it famous for?",
-    "Explain in three sentences why the sky is blue.",
-    "It is a truth universally acknowledged, that a single man in possession of a good fortune",
-    "Mr. Darcy walked towards the window and said,",
-    "ROMEO:\nBut soft, what light through yonder window breaks?",
-    "First Citizen:\nBefore we proceed any further, hear me speak.",
-    "Emma Woodhouse, handsome, clever, and rich,",
-]
+DEFAULT_POLICY = "fixed"
 
-# The lab's own look on top of visualizations.STYLE: large, readable from the back of a room.
+# The lab's own look on top of visualizations.STYLE: large, readable from the back of a room, and
+# laid out so that a 1366x768 screen shows the prompt, the pair, γ, Run and Stop, then the
+# status and the stream beside them, without scrolling.
 CSS = viz.STYLE + """
-.gradio-container { --block-label-text-size: 16px; --block-title-text-size: 16px;
-  --block-info-text-size: 14px; --input-text-size: 17px; --checkbox-label-text-size: 16px;
-  --button-large-text-size: 20px; --body-text-size: 16px; --prose-text-size: 16px; }
-#sd-stream .sd-stream { font-size: 1.45rem; min-height: 6em; }
-#sd-stream { padding: 0.6em 0.8em; border: 1px solid #ddd; border-radius: 8px; background: #fff; }
-#sd-legend .sd-legend { font-size: 1.1rem; }
-#sd-status p { font-size: 1.15rem; }
-#sd-stats table { font-size: 1.1rem; }
+.gradio-container { --block-label-text-size: 15px; --block-title-text-size: 15px;
+  --block-info-text-size: 13px; --input-text-size: 16px; --checkbox-label-text-size: 15px;
+  --button-large-text-size: 20px; --body-text-size: 15px; --prose-text-size: 15px; }
+#sd-style { display: none; }  /* its <style> applies all the same; no empty row */
+#sd-title h2 { margin: 0; } #sd-title p { margin: 0.1em 0 0; }
+#sd-stream .sd-stream { font-size: 1.3rem; line-height: 1.8; min-height: 6em; }
+#sd-stream { padding: 0.5em 0.8em; border: 1px solid #ddd; border-radius: 8px; background: #fff; }
+#sd-legend .sd-legend { font-size: 0.95rem; display: grid; grid-template-columns: 1fr 1fr; gap: 0.2em 1.0em; }
+#sd-status { min-height: 4.2em; }
+#sd-status .wrap.translucent { background: var(--block-background-fill); opacity: 1; }
+#sd-status .pending { visibility: hidden; }  /* the loading stage replaces the old line */
+#sd-status .progress-level-inner { font-family: var(--font); font-size: 1.05rem; color: #222; }
+#sd-status p { font-size: 1.1rem; margin: 0; }
+#sd-stats table { font-size: 1.05rem; }
+#sd-pair input { padding-right: 2.2em; text-overflow: ellipsis; }
+#sd-examples button { font-size: 0.85rem; }
 """
-
-
-def _controls(devices: list[str]) -> dict:
-    c = {}
-    c["prompt"] = gr.Textbox(label="Prompt", value=EXAMPLES[0], lines=3, max_lines=8)
-    gr.Examples(EXAMPLES, inputs=c["prompt"], label="Examples: questions (SmolLM2), openings (Austen, Shakespeare)")
-    default = default_preset()
-    hint = "" if default != FALLBACK or PRESETS[FLAGSHIP].installed else f" · {FLAGSHIP_HINT}"
-    c["preset"] = gr.Dropdown(handlers.pair_choices(), value=default, label="Model pair (target / draft)",
-                              info="hub pairs need a download; shape-only pairs have random weights" + hint)
-    c["prompt_mode"] = gr.Radio([(f"{k}: {v}", k) for k, v in runner.PROMPT_MODES.items()], value="auto",
-                                label="Prompt as")
-    c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram (prompt lookup)", "ngram")],
-                            value="model", label="Drafter")
-    c["gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
-    c["depth_policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value="fixed", label="Depth policy",
-                              info="; ".join(f"{k}: {v}" for k, v in runner.DEPTH_POLICIES.items()))
-    with gr.Accordion("Sampling", open=False):
-        c["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
-        c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
-        c["top_k"] = gr.Number(value=0, precision=0, minimum=0, label="Top-k (0 = off)")
-        c["seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-    top = max_new_tokens_for(default)  # the pair's room; changing the pair moves it (_wire)
-    c["max_new_tokens"] = gr.Slider(1, top, value=min(96, top), step=1, label="Max new tokens")
-    c["device"] = gr.Dropdown(devices, value="auto", label="Device")
-    from app.spaces import fast_path_default  # on by default on a GPU Space (not ZeroGPU)
-    c["fast_path"] = gr.Checkbox(value=fast_path_default(), label="Fast path", info=handlers.fast_path_note(devices))
-    c["draft_int8"] = gr.Checkbox(value=False, label="int8 draft weights (fast path, CPU)",
-                                  info=handlers.DRAFT_INT8_NOTE)
-    c["baseline"] = gr.Checkbox(value=True, label="Also run the baseline (target alone) to measure the speedup")
-    return c
 
 
 PROMPT_ROOM = 64  # prompt tokens the max-new-tokens slider leaves room for in the pair's context
@@ -105,15 +77,97 @@ def bound_max_new_tokens(preset: str, value) -> dict:
     return gr.update(maximum=top, value=min(value, top) if isinstance(value, (int, float)) else top)
 
 
+def _top(devices: list[str]) -> dict:
+    """The first screen: the controls a lesson needs (left), the status and the stream (right);
+    every other setting in a folded accordion."""
+    c, default = {}, default_preset()
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=5, min_width=420):
+            c["prompt"] = gr.Textbox(label="Prompt", value=examples.default_prompt(default), lines=2, max_lines=6)
+            c["preset"] = gr.Dropdown(_pair_choices(), value=default, label="Model pair (target / draft)",
+                                      info=examples.pair_info(default), elem_id="sd-pair")
+            with gr.Row():
+                c["gamma"] = gr.Slider(1, MAX_GAMMA, value=DecodeSettings().gamma, step=1,
+                                       label=words.GAMMA, info=words.GAMMA_INFO, min_width=200, scale=3)
+                c["depth_policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value=DEFAULT_POLICY,
+                                                label=words.POLICY, info=runner.DEPTH_POLICIES[DEFAULT_POLICY],
+                                                min_width=160, scale=2)
+            with gr.Row():
+                c["run"] = gr.Button("Run", variant="primary", size="lg")
+                c["stop"] = gr.Button("Stop", variant="stop", size="lg")
+            c["examples"] = gr.Dataset(components=[c["prompt"]], samples=_samples(default), label="Examples",
+                                       elem_id="sd-examples", samples_per_page=5)
+            _settings(c, devices, default)
+        with gr.Column(scale=7):
+            o = _outputs()
+    return c, o
+
+
+def _settings(c: dict, devices: list[str], default: str) -> None:
+    """The folded settings: Sampling, Speed, Advanced."""
+    s = DecodeSettings()
+    with gr.Accordion("Sampling", open=False):
+        c["temperature"] = gr.Slider(0, 2, value=s.temperature, step=0.05, label="Temperature (0 = greedy)")
+        c["top_p"] = gr.Slider(0.05, 1, value=s.top_p, step=0.05, label="Top-p")
+        with gr.Row():
+            c["top_k"] = gr.Number(value=s.top_k, precision=0, minimum=0, label="Top-k (0 = off)")
+            c["seed"] = gr.Number(value=s.seed, precision=0, minimum=0, label="Seed")
+        top = max_new_tokens_for(default)  # the pair's room; changing the pair moves it (_wire)
+        c["max_new_tokens"] = gr.Slider(1, top, value=min(96, top), step=1, label="Max new tokens")
+    with gr.Accordion("Speed", open=False):
+        from app.spaces import fast_path_default  # on by default on a GPU Space (not ZeroGPU)
+        c["fast_path"] = gr.Checkbox(value=s.fast or fast_path_default(), label=words.FAST_PATH, info=words.fast_path_info(devices))
+        c["draft_int8"] = gr.Checkbox(value=s.draft_int8, label=words.DRAFT_INT8, info=words.DRAFT_INT8_INFO)
+        c["baseline"] = gr.Checkbox(value=True, label=words.BASELINE)
+        c["device"] = gr.Dropdown(devices, value="auto", label="Device", info=words.DEVICE_INFO)
+    with gr.Accordion("Advanced", open=False):
+        c["prompt_mode"] = gr.Radio(words.PROMPT_MODES, value="auto", label=words.PROMPT_AS)
+        c["drafter"] = gr.Radio(words.DRAFTER_CHOICES, value=s.drafter, label=words.DRAFTER)
+
+
+def _pair_choices() -> list[tuple[str, str]]:
+    """(what the menu shows, preset name): the name and what the pair is for."""
+    return [(_safe(examples.choice_label, name, name), name) for name in PRESETS]
+
+
+def _safe(fn, preset: str, fallback: str) -> str:
+    try:
+        return fn(preset)
+    except Exception:  # noqa: BLE001 - a label must never keep the app from starting
+        return fallback
+
+
+def _samples(preset: str) -> list[list[str]]:
+    return [[text] for text in examples.examples_for(preset)]
+
+
+def pair_changed(preset: str, prompt: str, max_new_tokens):
+    """The pair menu moved: its help line, the example prompts, the prompt (when it is still an
+    example or empty: never the user's own text) and the max-new-tokens slider follow it."""
+    keep = prompt and prompt.strip() and prompt not in examples.ALL_EXAMPLES
+    return (gr.update(info=_safe(examples.pair_info, preset, "")), gr.Dataset(samples=_samples(preset)),
+            gr.skip() if keep else examples.default_prompt(preset), bound_max_new_tokens(preset, max_new_tokens))
+
+
 def _outputs() -> dict:
     o = {}
-    gr.HTML(viz.legend_html(), elem_id="sd-legend")
-    o["status"] = gr.Markdown(f"Press **Run** to decode. {default_reason()}", label="status", elem_id="sd-status")
+    o["status"] = gr.Markdown(f"{words.START} {default_reason()}", label="status", elem_id="sd-status")
     o["stream"] = gr.HTML(views.stream_html(_empty_trace(), finished=False), label="token stream",
-                          elem_id="sd-stream", max_height=640, autoscroll=True)
+                          elem_id="sd-stream", max_height=400, js_on_load=FOLLOW_JS)
+    gr.HTML(viz.legend_html(), elem_id="sd-legend")
     o["stats"] = gr.Markdown(label="stats", elem_id="sd-stats")
     o["text"] = gr.Textbox(label="Generated text", lines=3, interactive=False, buttons=["copy"])
     return o
+
+
+# The stream box follows the newest token unless the reader scrolled up in it (Gradio's own
+# autoscroll left the box at its top when the whole HTML is replaced each update).
+FOLLOW_JS = """
+const box = element.closest('.html-container') || element.parentElement;
+let follow = true;
+box.addEventListener('scroll', () => { follow = box.scrollTop + box.clientHeight >= box.scrollHeight - 48; });
+watch('value', () => { if (follow || box.scrollHeight <= box.clientHeight) box.scrollTop = box.scrollHeight; });
+"""
 
 
 def _empty_trace():
@@ -122,7 +176,7 @@ def _empty_trace():
 
 
 def _charts() -> dict:
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=False):
         timeline = gr.Plot(None, label="Time per step", show_label=False)  # drawn by the first run
         roofline = gr.Plot(None, label="Roofline", show_label=False)
     return {"timeline": timeline, "roofline": roofline}
@@ -132,7 +186,7 @@ def _inspector() -> dict:
     gr.Markdown("### Token inspector: why was a draft token accepted or rejected?")
     with gr.Row():
         step = gr.Slider(0, 1, value=0, step=1, label="Step")
-        position = gr.Slider(1, MAX_GAMMA, value=1, step=1, label="Draft position in the step")
+        position = gr.Slider(1, DecodeSettings().gamma, value=1, step=1, label="Draft position in the step")
     plot = gr.Plot(views.inspect(None, 0, 1), show_label=False)
     return {"step": step, "position": position, "inspector": plot}
 
@@ -151,23 +205,15 @@ def _exports() -> dict:
 
 def build(loader, wrap=lambda fn: fn) -> None:
     """Lay out the Live tab and wire its events (decode is the API endpoint "decode")."""
-    devices = turns.device_choices()
-    with gr.Row():
-        with gr.Column(scale=1, min_width=340):
-            c = _controls(devices)
-            with gr.Row():
-                run_btn = gr.Button("Run", variant="primary", size="lg")
-                stop_btn = gr.Button("Stop", variant="stop", size="lg")
-        with gr.Column(scale=2):
-            o = _outputs()
+    c, o = _top(turns.device_choices())
     o |= _charts()
     o |= _inspector()
     o |= _exports()
     o["record"] = gr.State(None, time_to_live=views.KEEP_S)  # the inspector's data, then freed
-    _wire(c, o, run_btn, stop_btn, loader, wrap)
+    _wire(c, o, loader, wrap)
 
 
-def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
+def _wire(c, o, loader, wrap) -> None:
     inputs = [c[name] for name in runner.INPUTS]
     outputs = [o[name] for name in View._fields]
 
@@ -178,14 +224,19 @@ def _wire(c, o, run_btn, stop_btn, loader, wrap) -> None:
 
     decode.__signature__, decode.__annotations__ = _signature(runner.INPUTS), {"request": gr.Request}
     # preprocess=False: the values arrive as sent and parse_request judges them all, so a bad
-    # one (gamma="abc") gets one line naming it, not Gradio's generic error
-    event = run_btn.click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",
-                          show_progress_on=o["stream"], preprocess=False, **turns.queue())
-    c["preset"].change(bound_max_new_tokens, [c["preset"], c["max_new_tokens"]], c["max_new_tokens"],
-                       api_visibility="private", queue=False, show_progress="hidden")
+    # one (gamma="abc") gets one line naming it, not Gradio's generic error. The loading stages
+    # (app.runner.prepare's progress) show on the status line, beside the controls.
+    event = c["run"].click(wrap(decode), inputs, outputs, api_name="decode", show_progress="full",
+                           show_progress_on=[o["status"]], preprocess=False, **turns.queue())
+    private = dict(api_visibility="private", queue=False, show_progress="hidden")
+    c["preset"].change(pair_changed, [c["preset"], c["prompt"], c["max_new_tokens"]],
+                       [c["preset"], c["examples"], c["prompt"], c["max_new_tokens"]], **private)
+    c["depth_policy"].change(lambda name: gr.update(info=runner.DEPTH_POLICIES.get(name, "")),
+                             c["depth_policy"], c["depth_policy"], **private)
+    c["examples"].click(lambda sample: sample[0], c["examples"], c["prompt"], **private)
     event.then(views.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                api_visibility="private")
-    stop_btn.click(handlers.stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
+    c["stop"].click(handlers.stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
     for slider in (o["step"], o["position"]):
         slider.release(views.inspect, [o["record"], o["step"], o["position"]], o["inspector"],
                        api_visibility="private", concurrency_limit=None)

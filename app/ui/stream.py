@@ -39,7 +39,8 @@ class _Run:
     def __init__(self, req: DecodeRequest, pair, ceilings, regime=None):
         self.req, self.pair, self.ceilings = req, pair, ceilings
         self.annotate = annotate.Annotator(pair, ceilings)
-        self.roof = ceilings.to_dict()  # what the roofline figure and the API show
+        # what the roofline figure and the API show; the factor shades the overhead band
+        self.roof = ceilings.to_dict() | {"overhead_factor": roofline.OVERHEAD_FACTOR}
         self.warned = False  # whether the note already says the ceilings are too low
         if regime is not None:  # app.cpu_regime: is the knee visible on this CPU?
             self.roof |= {"note": regime.explanation, "cpu_regime": regime.to_dict()}
@@ -59,7 +60,7 @@ class _Run:
         # component for the session, whose cached files views.expire_downloads() would never see
         view = View(stream=stream_html(trace, finished), status=status_line(trace, self.req, phase),
                     timeline=skip, roofline=skip, stats=skip, text=plain_text(trace),
-                    summary=skip, step=skip, json_file=None, csv_file=None, record=skip)
+                    summary=skip, step=skip, position=skip, json_file=None, csv_file=None, record=skip)
         return self._with_charts(view, trace) if charts else view
 
     def _with_charts(self, view: View, trace: Trace) -> View:
@@ -93,7 +94,15 @@ class _Run:
         record = Record(trace, token_texts(trace, self.pair.tokenizer))
         return view._replace(summary=summary_json(trace, self.roof),
                              step=gr.update(maximum=max(len(trace.steps) - 1, 1), value=0),
+                             position=_position_slider(trace),
                              json_file=json_path, csv_file=csv_path, record=record)
+
+def _position_slider(trace: Trace) -> dict:
+    """The inspector's draft-position slider spans 1..the run's largest γ (a slider needs
+    minimum < maximum: with γ = 1 it spans 1..2 and is locked at 1)."""
+    gamma = max((s.gamma for s in trace.steps), default=1)
+    return gr.update(maximum=max(gamma, 2), value=1, interactive=gamma > 1)
+
 
 def in_background(iterator: Iterator, min_interval: Callable[[], float] = lambda: 0.0):
     """Run `iterator` in its own thread and yield its newest item when the consumer is ready,

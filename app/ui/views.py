@@ -42,6 +42,7 @@ class View(NamedTuple):
     step: object       # gr.Slider: the inspector's step (its maximum grows)
     json_file: object  # gr.DownloadButton: the trace as JSON
     csv_file: object   # gr.DownloadButton: one row per forward pass
+    position: object   # gr.Slider: the inspector's draft position (its maximum: the run's largest γ)
     record: object     # gr.State: Record, for the inspector
 
 
