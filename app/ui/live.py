@@ -10,7 +10,7 @@ import inspect
 import gradio as gr
 
 import visualizations as viz
-from app.settings import MAX_GAMMA, MAX_NEW_TOKENS
+from app.settings import DEFAULTS as D, MAX_GAMMA, MAX_NEW_TOKENS
 from app import runner
 from app.ui import handlers, turns, views
 from app.ui.views import View
@@ -47,25 +47,26 @@ def _controls(devices: list[str]) -> dict:
     hint = "" if default != FALLBACK or PRESETS[FLAGSHIP].installed else f" · {FLAGSHIP_HINT}"
     c["preset"] = gr.Dropdown(handlers.pair_choices(), value=default, label="Model pair (target / draft)",
                               info="hub pairs need a download; shape-only pairs have random weights" + hint)
-    c["prompt_mode"] = gr.Radio([(f"{k}: {v}", k) for k, v in runner.PROMPT_MODES.items()], value="auto",
+    c["prompt_mode"] = gr.Radio([(f"{k}: {v}", k) for k, v in runner.PROMPT_MODES.items()], value=D.prompt_mode,
                                 label="Prompt as")
     c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram (prompt lookup)", "ngram")],
-                            value="model", label="Drafter")
-    c["gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: draft tokens per target pass")
-    c["depth_policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value="fixed", label="Depth policy",
+                            value=D.drafter, label="Drafter")
+    c["gamma"] = gr.Slider(1, MAX_GAMMA, value=D.gamma, step=1, label="γ: draft tokens per target pass")
+    c["depth_policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value=D.depth_policy, label="Depth policy",
                               info="; ".join(f"{k}: {v}" for k, v in runner.DEPTH_POLICIES.items()))
     with gr.Accordion("Sampling", open=False):
-        c["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
-        c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
-        c["top_k"] = gr.Number(value=0, precision=0, minimum=0, label="Top-k (0 = off)")
-        c["seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+        c["temperature"] = gr.Slider(0, 2, value=D.temperature, step=0.05, label="Temperature (0 = greedy)")
+        c["top_p"] = gr.Slider(0.05, 1, value=D.top_p, step=0.05, label="Top-p")
+        c["top_k"] = gr.Number(value=D.top_k, precision=0, minimum=0, label="Top-k (0 = off)")
+        c["seed"] = gr.Number(value=D.seed, precision=0, minimum=0, label="Seed")
     top = max_new_tokens_for(default)  # the pair's room; changing the pair moves it (_wire)
-    c["max_new_tokens"] = gr.Slider(1, top, value=min(96, top), step=1, label="Max new tokens")
-    c["device"] = gr.Dropdown(devices, value="auto", label="Device")
-    c["fast_path"] = gr.Checkbox(value=False, label="Fast path", info=handlers.fast_path_note(devices))
-    c["draft_int8"] = gr.Checkbox(value=False, label="int8 draft weights (fast path, CPU)",
-                                  info=handlers.DRAFT_INT8_NOTE)
-    c["baseline"] = gr.Checkbox(value=True, label="Also run the baseline (target alone) to measure the speedup")
+    c["max_new_tokens"] = gr.Slider(1, top, value=min(D.max_new_tokens, top), step=1, label="Max new tokens")
+    c["device"] = gr.Dropdown(devices, value=D.device, label="Device")
+    paths = [("auto: on where it measures faster", "auto"), ("on", "on"), ("off", "off")]
+    c["fast_path"] = gr.Radio(paths, value=D.fast_path, label="Fast path", info=handlers.fast_path_note(devices))
+    c["draft_int8"] = gr.Radio(paths, value=D.draft_int8, label="int8 draft weights (fast path, CPU)",
+                               info=handlers.DRAFT_INT8_NOTE)
+    c["baseline"] = gr.Checkbox(value=D.baseline, label="Also run the baseline (target alone) to measure the speedup")
     return c
 
 
