@@ -171,8 +171,25 @@ def depth_policy(name: str, pair, gamma: int, kv_len: int, fast: bool = False, i
     (confidence, roofline). The roofline policy times the pair's passes first (~1 s), on the
     path the run takes (fast: app.fastpath; int8: the draft's int8 weights), and may choose
     γ = 0, plain decoding, when no γ ≥ 1 is predicted to beat it."""
-    costs = measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
+    costs = pass_costs(pair, gamma, kv_len, fast, int8) if name == "roofline" else None
     return make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs, gamma_min=0)
+
+
+_costs: "weakref.WeakKeyDictionary[object, dict[tuple, tuple]]" = weakref.WeakKeyDictionary()
+
+
+def pass_costs(pair, gamma: int, kv_len: int, fast: bool, int8: bool) -> tuple[float, list[float]]:
+    """app.policies.measure_costs for this pair, measured once per draft, γ cap, path, torch
+    thread count and prompt length rounded down to a multiple of PROBE_KV (the length it is
+    timed at; shorter prompts as they are), then reused: a run of the Live tab does not wait
+    ~1 s for the same numbers again."""
+    import torch
+    kv = kv_len if kv_len < PROBE_KV else kv_len // PROBE_KV * PROBE_KV
+    known = _costs.setdefault(pair.target, {})
+    key = (pair.draft_id, gamma, fast, int8, torch.get_num_threads(), kv)
+    if key not in known:
+        known[key] = measure_costs(pair, gamma, kv, fast=fast, int8=int8)
+    return known[key]
 
 
 PROBE_KV = 64  # cached positions of the passes choose_paths times (as app.cpu_regime's probe)

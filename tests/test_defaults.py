@@ -191,3 +191,10 @@ def test_the_cli_prints_no_end_marker(capsys, tiny_dirs, tmp_path):
     text = tok.decode(out_ids[:i])  # without the end marker
     assert tok.decode(out_ids[:i + 1]) != text  # the marker has a text of its own
     assert out.startswith(PROMPT + text + "\nacceptance rate")
+
+
+def test_the_roofline_costs_are_measured_once_per_prompt_length_bucket(tiny_pair):
+    first = runner.pass_costs(tiny_pair, 3, 70, fast=False, int8=False)
+    assert len(first[1]) == 4 and first[0] > 0 and all(t > 0 for t in first[1])
+    assert runner.pass_costs(tiny_pair, 3, 127, fast=False, int8=False) is first  # 70 and 127: timed at 64
+    assert runner.pass_costs(tiny_pair, 3, 128, fast=False, int8=False) is not first
