@@ -1,6 +1,6 @@
 """The command line: the same engine as the app, from a terminal.
 
-    python -m app generate "It is a truth" --gamma 4 --baseline
+    python -m app generate "What is the capital of France?" --baseline   # the Live tab's defaults
     python -m app bench
     python -m app trace trace.json --json summary.json   # a recorded run's numbers
     python -m app roofline | knee --model NAME        (app.roofline_cli)
@@ -155,7 +155,7 @@ def check_generate_args(args):
     validation.prompt_text(args.prompt)
     settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
                                    top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                                   drafter=args.drafter, fast=bool(args.fast) or args.draft_int8 is True,
+                                   drafter=args.drafter, fast=args.draft_int8 is True if args.fast is None else args.fast,
                                    draft_int8=bool(args.draft_int8))
     runner_policy(args.depth_policy)
     if args.json:

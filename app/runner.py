@@ -108,7 +108,7 @@ def parse_request(*values, devices: list[str], **named) -> DecodeRequest:
     validation.prompt_text(prompt)
     settings = validation.settings(gamma=v["gamma"], temperature=v["temperature"], top_k=v["top_k"],
                                    top_p=v["top_p"], seed=v["seed"], max_new_tokens=v["max_new_tokens"],
-                                   drafter=v["drafter"], fast=bool(fast_path) or draft_int8 is True,
+                                   drafter=v["drafter"], fast=draft_int8 is True if fast_path is None else fast_path,
                                    draft_int8=bool(draft_int8))
     mode = v["prompt_mode"]
     if not (isinstance(mode, str) and mode in PROMPT_MODES):

@@ -198,3 +198,23 @@ def test_the_roofline_costs_are_measured_once_per_prompt_length_bucket(tiny_pair
     assert len(first[1]) == 4 and first[0] > 0 and all(t > 0 for t in first[1])
     assert runner.pass_costs(tiny_pair, 3, 127, fast=False, int8=False) is first  # 70 and 127: timed at 64
     assert runner.pass_costs(tiny_pair, 3, 128, fast=False, int8=False) is not first
+
+
+@pytest.mark.parametrize("fast, int8, expected", [
+    ("auto", "on", (True, True, False, False)),   # int8 needs the fast path: on, not measured
+    ("auto", "off", (False, False, True, False)),
+    ("on", "auto", (True, False, False, True)),
+    ("off", "off", (False, False, False, False)),
+])
+def test_what_is_left_to_measurement(fast, int8, expected):
+    req = runner.parse_request(PROMPT, "embedded", "model", 4, "roofline", 0.0, 1.0, 0, 0, 8, "auto", fast, True,
+                               "auto", int8, devices=["auto", "cpu"])
+    assert (req.settings.fast, req.settings.draft_int8, req.fast_auto, req.int8_auto) == expected
+
+
+def test_int8_with_the_fast_path_turned_off_is_refused(capsys):
+    with pytest.raises(InputError, match="int8 draft weights run on the fast path"):
+        runner.parse_request(PROMPT, "embedded", "model", 4, "roofline", 0.0, 1.0, 0, 0, 8, "auto", "off", True,
+                             "auto", "on", devices=["auto", "cpu"])
+    assert main(["generate", PROMPT, "--no-fast", "--draft-int8"]) == 2
+    assert "int8 draft weights run on the fast path" in capsys.readouterr().err
