@@ -91,6 +91,11 @@ def test_the_engine_summary_counts_the_same():
     assert "| mean acceptance length | 2.67 tokens per drafting step (1 + accepted / drafting steps" in md
     assert "| acceptance rate | 50.0% (5 of 10 drafted) |" in md
     assert "| acceptance by draft position | 1: 67% · 2: 33% · 3: 50% · 4: 50% |" in md
+    t.settings |= {"depth_policy": "roofline", "policy_note": "γ per step: 1 (3×)",
+                   "fast_path_choice": "on: a target pass of 1 token took 1.00 ms on the fast path, 2.00 ms without"}
+    md = stats_markdown(t)
+    assert "| depth policy (roofline) | γ per step: 1 (3×) |" in md
+    assert "| fast path (measured) | on: a target pass of 1 token took 1.00 ms" in md and "int8 draft" not in md
 
 
 def test_a_baseline_only_run_has_no_acceptance():

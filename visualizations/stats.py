@@ -44,9 +44,12 @@ def _summary_rows(trace: Trace) -> list[tuple[str, str]]:
     rows.append(("throughput", f"{s.tokens_per_s:.1f} tokens/s"))
     if s.flops > 0:
         rows.append(("estimated compute", _si(s.flops, "FLOP")))
-    note = (trace.settings or {}).get("policy_note")
-    if note:
-        rows.append((f"depth policy ({trace.settings.get('depth_policy', '?')})", str(note)))
+    settings = trace.settings or {}
+    if settings.get("policy_note"):
+        rows.append((f"depth policy ({settings.get('depth_policy', '?')})", str(settings["policy_note"])))
+    for key, name in (("fast_path_choice", "fast path (measured)"), ("draft_int8_choice", "int8 draft (measured)")):
+        if settings.get(key):
+            rows.append((name, str(settings[key])))
     return rows
 
 
