@@ -95,6 +95,10 @@ def test_the_default_request_decodes_exactly_through_the_runner(tiny_pair):
     # the measured choice of the fast path is recorded with its numbers, and agrees with the run
     choice = trace.settings["fast_path_choice"]
     assert choice.startswith("on: " if trace.settings["fast"] else "off: ") and " ms on the fast path" in choice
+    from app.ui.views import summary_json  # what the /decode API returns: the serving engines' terms too
+    api = summary_json(trace)
+    assert api["speedup_spread"]["n"] == 2 * DEFAULTS.rounds - 1 and api["speedup"] == api["speedup_spread"]["median"]
+    assert isinstance(api["per_position_acceptance"], list) and "mean_acceptance_length" in api
 
 
 # --------------------------------------------------------------------------- paths and the baseline
