@@ -1,6 +1,6 @@
 """The command line: the same engine as the app, from a terminal.
 
-    python -m app generate "It is a truth" --gamma 4 --baseline
+    python -m app generate "What is the capital of France?" --baseline   # the Live tab's defaults
     python -m app bench
     python -m app trace trace.json --json summary.json   # a recorded run's numbers
     python -m app roofline | knee --model NAME        (app.roofline_cli)
@@ -17,11 +17,20 @@ import sys
 FATE_ANSI = {"accepted": "32", "rejected": "9;31", "correction": "34", "bonus": "35", "target": "0"}
 
 
-def colour(pieces, tty: bool) -> str:
-    """Token texts, ANSI-coloured by fate on a terminal; plain (rejected drafts dropped) if not."""
+def colour(pieces, tty: bool, hidden: frozenset[int] = frozenset()) -> str:
+    """Token texts, ANSI-coloured by fate on a terminal; plain (rejected drafts dropped) if not.
+    hidden: token ids not printed (end_markers: a chat model's "<|im_end|>")."""
+    pieces = [p for p in pieces if p.token_id not in hidden]
     if not tty:
         return "".join(p.text for p in pieces if p.fate != "rejected")
     return "".join(f"\x1b[{FATE_ANSI[p.fate]}m{p.text}\x1b[0m" for p in pieces)
+
+
+def end_markers(tokenizer) -> frozenset[int]:
+    """The tokenizer's special tokens (end of text, chat turn markers such as "<|im_end|>"):
+    what decode(skip_special_tokens=True) leaves out, so the printed text is the trace's."""
+    return frozenset(tokenizer.all_special_ids) | frozenset(
+        [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
 
 
 def summary_lines(trace) -> list[str]:
@@ -34,11 +43,18 @@ def summary_lines(trace) -> list[str]:
              f"forward passes         target {s.target_passes}, draft {s.draft_passes} (prefill excluded)",
              f"speculative            {s.new_tokens} tokens in {s.seconds:.2f} s = {s.tokens_per_s:.1f} tokens/s"]
     if trace.baseline is not None:
-        b = trace.baseline
+        from app.metrics import speedup_text, summary
+        b, m = trace.baseline, summary(trace)
         lines.append(f"baseline (target only) {len(b.output_ids)} tokens in {b.seconds:.2f} s = {b.tokens_per_s:.1f} tokens/s")
-        lines.append(f"measured speedup       {s.tokens_per_s / b.tokens_per_s:.2f}x")
+        lines.append(f"measured speedup       {speedup_text(m)}")
+        lines += [f"note                   {note}" for note in m["speedup_notes"]]
         if b.identical is not None:
             lines.append(f"greedy outputs identical: {'yes' if b.identical else 'NO'}")
+    settings = trace.settings or {}
+    for key, name in (("policy_note", "depth policy"), ("fast_path_choice", "fast path"),
+                      ("draft_int8_choice", "int8 draft")):
+        if settings.get(key):
+            lines.append(f"{name:<22} {settings[key]}")
     return lines
 
 
@@ -71,13 +87,19 @@ def roofline_lines(trace) -> list[str]:
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gamma", type=int, default=4, help="draft tokens per target pass (1-16)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--drafter", default="model", help="model | ngram")
+    """The decoding options; every default is the Live tab's (app.settings.DEFAULTS)."""
+    from app.settings import DEFAULTS as D
+    p.add_argument("--gamma", type=int, default=D.gamma,
+                   help="draft tokens per target pass (1-16); the cap of the roofline and confidence policies")
+    p.add_argument("--depth-policy", default=D.depth_policy,
+                   help="fixed | heuristic | confidence | roofline (default: roofline, which measures "
+                        "this pair's passes and may choose plain decoding)")
+    p.add_argument("--temperature", type=float, default=D.temperature, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=D.top_p)
+    p.add_argument("--top-k", type=int, default=D.top_k)
+    p.add_argument("--seed", type=int, default=D.seed)
+    p.add_argument("--max-new-tokens", type=int, default=D.max_new_tokens)
+    p.add_argument("--drafter", default=D.drafter, help="model | ngram")
     p.add_argument("--pair", default=None,
                    help="a preset name (default: the SmolLM2 flagship when installed, else embedded)")
     p.add_argument("--target", default=None,
@@ -85,12 +107,14 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
                    help="send the prompt through the chat template (default: on for gguf:, else off)")
     p.add_argument("--draft", default=None, help="model directory or hub id (with --target)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    p.add_argument("--device", default=D.device, help="auto | cpu | cuda | mps")
     p.add_argument("--dtype", default="auto", help="auto | float32 | float16 | bfloat16")
-    p.add_argument("--fast", action="store_true",
-                   help="fast path (app.fastpath): lean decoder on a CPU, CUDA graphs on CUDA")
-    p.add_argument("--draft-int8", action="store_true",
-                   help="run the draft with int8 weights (app.lean.Int8Weight; needs --fast, CPU)")
+    p.add_argument("--fast", action=argparse.BooleanOptionalAction, default=None,
+                   help="fast path (app.fastpath): lean decoder on a CPU, CUDA graphs on CUDA "
+                        "(default: on where a pass measures faster on it)")
+    p.add_argument("--draft-int8", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the draft with int8 weights (app.lean.Int8Weight; fast path, CPU; "
+                        "default: on where its pass measures faster)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine)")
 
@@ -131,7 +155,9 @@ def check_generate_args(args):
     validation.prompt_text(args.prompt)
     settings = validation.settings(gamma=args.gamma, temperature=args.temperature, top_k=args.top_k,
                                    top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                                   drafter=args.drafter, fast=args.fast, draft_int8=args.draft_int8)
+                                   drafter=args.drafter, fast=args.draft_int8 is True if args.fast is None else args.fast,
+                                   draft_int8=bool(args.draft_int8))
+    runner_policy(args.depth_policy)
     if args.json:
         validation.output_path(args.json)
     resolve_dtype(args.dtype, resolve_device(args.device))
@@ -140,19 +166,29 @@ def check_generate_args(args):
     return settings
 
 
+def runner_policy(name) -> str:
+    """--depth-policy checked against app.runner.DEPTH_POLICIES (InputError: one line)."""
+    from app.runner import DEPTH_POLICIES
+    from app.settings import InputError
+    if name not in DEPTH_POLICIES:
+        raise InputError(f"--depth-policy must be one of {', '.join(DEPTH_POLICIES)}, got {name!r}")
+    return name
+
+
 def cmd_generate(args) -> int:
-    """Decode through app.runner (the Live tab's path): the CLI's own pair (load_cli_pair), the
-    fixed depth policy, no CPU-regime probe (the Live tab's roofline note), quiet progress."""
+    """Decode through app.runner (the Live tab's path, with its defaults): the CLI's own pair
+    (load_cli_pair), no CPU-regime probe (the Live tab's roofline note), quiet progress. The
+    tokenizer's special tokens (end_markers) are not printed."""
     from app import runner, validation
     req = generate_request(args, check_generate_args(args))
     prepared = runner.prepare(req, lambda *a, **k: load_cli_pair(args), lambda *a, **k: None, regime=False)
     pair = prepared.pair
     chat = validation.chat_for(req.prompt_mode, pair.tokenizer)
-    tty, shown = sys.stdout.isatty(), 0
+    tty, shown, hidden = sys.stdout.isatty(), 0, end_markers(pair.tokenizer)
     sys.stdout.write(args.prompt + ("\n" if chat else ""))
     for trace in runner.start(prepared, req):
         for step in trace.steps[shown:]:
-            sys.stdout.write(colour(step.pieces, tty))
+            sys.stdout.write(colour(step.pieces, tty, hidden))
         shown = len(trace.steps)
         sys.stdout.flush()
     place_on_roofline(pair, trace)
@@ -173,7 +209,9 @@ def generate_request(args, settings):
     from app.runner import DecodeRequest
     mode = {True: "chat", False: "continue", None: "auto"}[args.chat]
     preset = None if (args.target or args.draft) else args.pair
-    return DecodeRequest(args.prompt, preset, args.device, settings, bool(args.baseline), "fixed", mode)
+    return DecodeRequest(args.prompt, preset, args.device, settings, bool(args.baseline), args.depth_policy,
+                         mode, fast_auto=args.fast is None and args.draft_int8 is not True,
+                         int8_auto=args.draft_int8 is None)
 
 
 def recorded_by(args) -> dict:

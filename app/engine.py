@@ -10,6 +10,8 @@ Plain decoding is the same loop with a drafter that proposes nothing (gamma = 0)
 """
 from __future__ import annotations
 
+import copy
+import os
 import time
 from dataclasses import asdict, replace
 from typing import Callable, Iterator
@@ -22,7 +24,7 @@ from app.feature_draft import FeatureDrafter, is_feature_draft
 from app.kvcache import crop_cache
 from app.models import ModelPair
 from app.policies import FixedDepth
-from app.settings import MAX_GAMMA, DecodeSettings  # DecodeSettings: re-exported for callers
+from app.settings import DEFAULTS, MAX_GAMMA, DecodeSettings  # DecodeSettings: re-exported for callers
 from app.speculative import logits_to_probs, sample, verify
 from app.timing import timed_forward
 from app.trace import Baseline, Check, Piece, StepEvent, Summary, Trace
@@ -253,28 +255,87 @@ def summarize(steps: list[StepEvent], seconds: float) -> Summary:
 
 
 def run(pair: ModelPair, prompt_ids: list[int], prompt: str, settings: DecodeSettings,
-        baseline: bool = False, cancel=None, policy=None) -> Iterator[Trace]:
+        baseline: bool = False, cancel=None, policy=None, rounds: int = DEFAULTS.rounds,
+        notes: dict | None = None) -> Iterator[Trace]:
     """Decode and yield the growing Trace after every step; the last yield is complete
-    (summary set, and with baseline=True the target-only run for comparison)."""
-    trace = Trace(prompt=prompt, settings=asdict(settings), prompt_ids=list(prompt_ids),
+    (summary set, and with baseline=True the interleaved plain runs: measure_speedup).
+    policy: a depth policy (default FixedDepth(settings.gamma)); one that will draft nothing
+    (RooflineDepth.drafts_nothing) runs without a drafter, as plain decoding does.
+    notes: plain values recorded beside the settings (how the runner chose them)."""
+    trace = Trace(prompt=prompt, settings=asdict(settings) | (notes or {}), prompt_ids=list(prompt_ids),
                   device={"device": pair.device, "dtype": str(pair.dtype).replace("torch.", "")},
                   models={"target": pair.target_id, "draft": pair.draft_id, **pair.info})
     prepare(pair, settings)  # one-time set-up outside the clock
+    fresh, load_before = copy.deepcopy(policy), _load_avg()  # the policy's start, for the reruns
     start = time.perf_counter()
-    for event in speculative_generate(pair, prompt_ids, settings, cancel=cancel, policy=policy):
+    for event in speculative_generate(pair, prompt_ids, settings, drafter=_drafter_for(policy),
+                                      cancel=cancel, policy=policy):
         trace.steps.append(event)
         trace.output_ids += event.emitted_ids
         yield trace
     trace.summary = summarize(trace.steps, time.perf_counter() - start)
     trace.output_text = pair.tokenizer.decode(trace.output_ids, skip_special_tokens=True)
     trace.stopped = _stop_reason(trace, settings, pair, cancel)
+    if hasattr(policy, "note"):
+        trace.settings["policy_note"] = policy.note()
     if baseline and trace.stopped != "cancelled":
         yield trace
-        trace.baseline = run_baseline(pair, prompt_ids, settings, trace.output_ids, cancel)
+        trace.baseline = measure_speedup(pair, prompt_ids, settings, trace, rounds, cancel,
+                                         lambda: copy.deepcopy(fresh), load_before)
     yield trace
 
 
+def _drafter_for(policy):
+    """NoDrafter for a policy that will draft nothing (no draft prefill, no draft cache: the run
+    is plain decoding), else None (speculative_generate makes the settings' drafter)."""
+    return NoDrafter() if getattr(policy, "drafts_nothing", False) else None
+
+
+def _load_avg() -> float | None:
+    """The 1-minute load average (None where the OS has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def timed_speculative(pair, prompt_ids, settings, policy, cancel=None) -> tuple[list[int], float]:
+    """One unstreamed speculative run: (emitted ids, wall seconds of the decode loop), timed as
+    run() times the streamed one."""
+    start = time.perf_counter()
+    steps = list(speculative_generate(pair, prompt_ids, settings, drafter=_drafter_for(policy),
+                                      cancel=cancel, policy=policy))
+    return [t for s in steps for t in s.emitted_ids], time.perf_counter() - start
+
+
+def measure_speedup(pair, prompt_ids, settings, trace: Trace, rounds: int, cancel=None,
+                    new_policy=lambda: None, load_before: float | None = None) -> Baseline:
+    """Plain decoding interleaved with speculative decoding, so that a change of load hits both:
+    the streamed run (trace) was the first speculative one; then plain, speculative, plain, ...
+    until `rounds` of each (a cancel ends it early, dropping the unfinished run). The Baseline is
+    the first plain run, with every run's tokens/s (app.metrics.speedup_spread pairs neighbours),
+    whether every greedy output matched the streamed one, and the load before and after."""
+    base = run_baseline(pair, prompt_ids, settings, trace.output_ids, cancel)
+    spec_tps, plain_tps, same = [trace.summary.tokens_per_s], [base.tokens_per_s], [base.identical]
+    for _ in range(max(rounds, 1) - 1):
+        if cancel is not None and cancel():
+            break
+        ids, seconds = timed_speculative(pair, prompt_ids, settings, new_policy(), cancel)
+        plain = run_baseline(pair, prompt_ids, settings, trace.output_ids, cancel)
+        if cancel is not None and cancel():
+            break
+        spec_tps.append(len(ids) / seconds if seconds > 0 else 0.0)
+        plain_tps.append(plain.tokens_per_s)
+        same += [ids == trace.output_ids, plain.identical]
+    base.identical = all(same) if settings.greedy else None
+    base.spec_tokens_per_s, base.plain_tokens_per_s, base.cores = spec_tps, plain_tps, _cores()
+    base.load_avg = [x for x in (load_before, _load_avg()) if x is not None]
+    return base
+
+
 def run_baseline(pair, prompt_ids, settings, spec_ids, cancel=None) -> Baseline:
+    """One plain (target-only) run, timed; identical: its greedy output == spec_ids."""
     start = time.perf_counter()
     steps = list(autoregressive_generate(pair, prompt_ids, settings, cancel))
     seconds = time.perf_counter() - start

@@ -14,11 +14,17 @@ position counts only in the steps that drafted that far.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from app.trace import StepEvent, Trace
+from app.lessons.verdict import Spread
+from app.settings import InputError
+from app.trace import Baseline, StepEvent, Trace
 
 MODELS = ("draft", "target")
+WIDE_SPREAD = 0.2  # (max - min) / median of the speed-up samples above this: said in words
+SERIES = ("spec_tokens_per_s", "plain_tokens_per_s", "load_avg")  # Baseline's lists of numbers
+MAX_RUNS = 1024
 CLASSES = ("memory", "compute", "overhead")  # ForwardTiming.bound, as app.roofline classifies
 
 
@@ -115,6 +121,68 @@ def device(trace: Trace) -> dict:
             "ridge_flops_per_byte": flops / bw if flops and bw else None}
 
 
+def check_baseline_numbers(v: dict, where: str) -> None:
+    """The numbers of a Baseline read from a file (app.recorded checks the rest): tokens_per_s,
+    seconds, cores and the SERIES lists (at most MAX_RUNS entries), each finite and >= 0;
+    InputError naming the first that is not."""
+    def number(x, at: str) -> None:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+            shown = repr(x) if len(repr(x)) <= 60 else repr(x)[:57] + "..."
+            raise InputError(f"{at} must be a finite number >= 0, got {shown}")
+    for k in ("tokens_per_s", "seconds", "cores"):
+        number(v.get(k, 0), f"{where}.{k}")
+    for k in SERIES:
+        values = v.get(k, [])
+        if not isinstance(values, list) or len(values) > MAX_RUNS:
+            raise InputError(f"{where}.{k} must be a list of at most {MAX_RUNS} numbers")
+        for i, x in enumerate(values):
+            number(x, f"{where}.{k}[{i}]")
+
+
+def interleaved_speedups(spec_tps: list[float], plain_tps: list[float]) -> list[float]:
+    """Speed-up samples of runs made in the order spec[0], plain[0], spec[1], plain[1], ...
+    (app.engine.measure_speedup): one per pair of neighbours, speculative tokens/s over plain
+    tokens/s, so a change of load between two samples hits both runs of each alike. With 2 + 2
+    runs: [s0/p0, s1/p0, s1/p1]. Pairs with a run of 0 tokens/s are left out."""
+    order = [("spec", x) for x in spec_tps[:1]]
+    for i, p in enumerate(plain_tps):
+        order.append(("plain", p))
+        order += [("spec", x) for x in spec_tps[i + 1:i + 2]]
+    out = []
+    for (kind_a, a), (_, b) in zip(order, order[1:]):
+        spec, plain = (a, b) if kind_a == "spec" else (b, a)
+        if spec > 0 and plain > 0:
+            out.append(spec / plain)
+    return out
+
+
+def speedup_spread(baseline: Baseline | None, spec_tps: float | None = None) -> Spread | None:
+    """The speed-up's samples as a Spread (min / median / max): from the interleaved runs, or
+    for a trace without them (an older export) the one ratio spec_tps / baseline tokens/s."""
+    if baseline is None:
+        return None
+    samples = interleaved_speedups(baseline.spec_tokens_per_s, baseline.plain_tokens_per_s)
+    if not samples and spec_tps and baseline.tokens_per_s > 0:
+        samples = [spec_tps / baseline.tokens_per_s]
+    return Spread.of(samples) if samples else None
+
+
+def measurement_notes(spread: Spread | None, load_avg: list[float], cores: int) -> list[str]:
+    """Sentences that say when the speed-up is not to be trusted: a spread wider than WIDE_SPREAD
+    between interleaved runs, or a 1-minute load average above the cores (other work shared the
+    CPU). Empty when neither holds."""
+    notes = []
+    if spread is not None and spread.n > 1 and spread.width > WIDE_SPREAD:
+        notes.append(f"wide spread: the speed-up varied by {spread.width:.0%} of its median between "
+                     f"interleaved runs (more than {WIDE_SPREAD:.0%}), so the load changed while it was "
+                     "measured; run it again on a quiet machine")
+    busy = max(load_avg, default=0.0)
+    if cores and busy > cores:
+        notes.append(f"busy machine: the 1-minute load average was {busy:.1f} on {cores} cores, so "
+                     "other work shared the CPU with these runs")
+    return notes
+
+
 def summary(trace: Trace) -> dict:
     """Every number above for one trace, as plain values (None where undefined), plus the
     baseline's throughput and the speedup when the trace carries a baseline run."""
@@ -138,15 +206,31 @@ def summary(trace: Trace) -> dict:
         "tokens_per_s": _ratio(c.new_tokens, seconds),
         "time_by_model_s": time_by_model(trace),
         "time_by_class_s": time_by_class(trace),
-        "baseline": None, "speedup": None,
+        "depth_policy": settings.get("depth_policy"), "policy_note": settings.get("policy_note"),
+        "baseline": None, "speedup": None, "speedup_spread": None, "speedup_notes": [],
     }
     b = trace.baseline
     if b is not None:
         out["baseline"] = {"new_tokens": len(b.output_ids), "seconds": b.seconds,
-                           "tokens_per_s": b.tokens_per_s, "identical": b.identical}
-        if b.tokens_per_s > 0 and out["tokens_per_s"]:
-            out["speedup"] = out["tokens_per_s"] / b.tokens_per_s
+                           "tokens_per_s": b.tokens_per_s, "identical": b.identical,
+                           "spec_tokens_per_s": list(b.spec_tokens_per_s),
+                           "plain_tokens_per_s": list(b.plain_tokens_per_s)}
+        spread = speedup_spread(b, out["tokens_per_s"])
+        if spread is not None:
+            out["speedup"], out["speedup_spread"] = spread.median, spread.to_dict()
+        out["speedup_notes"] = measurement_notes(spread, list(b.load_avg), b.cores)
     return out
+
+
+def speedup_text(s: dict) -> str:
+    """The speed-up of summary() in words: median, range and samples, or n/a."""
+    sp = s.get("speedup_spread")
+    if not sp:
+        return "n/a"
+    if sp["n"] == 1:
+        return f"{sp['median']:.2f}x (one plain run after the speculative one)"
+    return (f"{sp['median']:.2f}x median, range {sp['min']:.2f}–{sp['max']:.2f}x "
+            f"({sp['n']} neighbouring pairs of interleaved speculative and plain runs)")
 
 
 def _text(x, cap: int = 120) -> str:
@@ -204,5 +288,8 @@ def summary_lines(s: dict) -> list[str]:
         same = "" if b["identical"] is None else f"; greedy outputs identical: {'yes' if b['identical'] else 'NO'}"
         lines.append(f"baseline (target only)   {b['tokens_per_s']:.2f} tokens/s ({b['new_tokens']} tokens in "
                      f"{b['seconds']:.3f} s){same}")
-        lines.append(f"speedup                  {_num(s['speedup'], '.3f')}x (tokens/s over the baseline's)")
+        lines.append(f"speedup                  {speedup_text(s)}")
+        lines += [f"note                     {n}" for n in s["speedup_notes"]]
+    if s.get("policy_note"):
+        lines.append(f"depth policy             {_text(s['depth_policy'] or '?')}: {_text(s['policy_note'], 300)}")
     return lines

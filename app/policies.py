@@ -10,11 +10,17 @@ which compares them) choose among all four by name (make_policy):
                   step whose drafts were all accepted, -1 otherwise; clamped to [1, gamma_max]
   * confidence  - draft up to gamma_max, stop as soon as the draft's top probability falls below
                   a threshold (the idea of transformers' assistant_confidence_threshold)
-  * roofline    - each step pick gamma in [1, gamma_max] maximising expected tokens per second
-                      E(gamma) / T(gamma),  E = (1 - a^(gamma+1)) / (1 - a)      (Leviathan eq. 1)
-                                            T = gamma * t_draft + t_target(q = gamma + 1)
+  * roofline    - each step pick gamma in [gamma_min, gamma_max] maximising expected tokens per
+                  second  E(gamma) / T(gamma),  E = (1 - a^(gamma+1)) / (1 - a)  (Leviathan eq. 1)
+                                                T = gamma * t_draft + t_target(q = gamma + 1)
                   with t(q) measured on this pair (measure_costs) and a running estimate of alpha:
                   a = A / N, A <- decay * A + accepted, N <- decay * N + examined positions.
+                  gamma_min = 0 (the Live tab's and the CLI's default) lets it choose plain
+                  decoding, E(0) / T(0) = 1 / t_target(1), when no gamma >= 1 is predicted to beat
+                  it; ties go to the smaller gamma. A step of gamma 0 examines no draft, so there
+                  alpha relaxes toward the prior alpha0 (A <- decay * A + (1 - decay) * alpha0 * w,
+                  N likewise with w): after a few plain steps the policy tries drafting again
+                  where drafting pays at alpha0. Where it does not, it never drafts.
 """
 from __future__ import annotations
 
@@ -88,37 +94,67 @@ class ConfidenceStop:
 
 
 class RooflineDepth:
-    """argmax over gamma of E(gamma) / T(gamma) (module docstring). t_target[q - 1] = t(q)."""
+    """argmax over gamma in [gamma_min, gamma_max] of E(gamma) / T(gamma) (module docstring).
+    t_target[q - 1] = t(q) in seconds; t_draft: one draft pass of one token."""
     name = "roofline"
 
     def __init__(self, t_draft: float, t_target: list[float], gamma_max: int,
-                 alpha0: float = 0.5, prior_weight: float = 2.0, decay: float = 0.8):
+                 alpha0: float = 0.5, prior_weight: float = 2.0, decay: float = 0.8,
+                 gamma_min: int = 1):
         if len(t_target) < gamma_max + 1:
             raise InputError("roofline policy: need t(q) for q = 1..gamma_max+1")
         self.t_draft, self.t_target, self.gamma_max = t_draft, t_target, gamma_max
+        self.gamma_min = min(max(gamma_min, 0), gamma_max)
         self.accepted, self.examined, self.decay = alpha0 * prior_weight, prior_weight, decay
+        self.alpha0, self.prior_weight = alpha0, prior_weight
         self.history: list[int] = []
 
     @property
     def alpha(self) -> float:
         return min(self.accepted / self.examined, 0.999)
 
-    def rate(self, gamma: int) -> float:
-        """Expected tokens per second at depth gamma under the current alpha estimate."""
-        return expected_tokens(self.alpha, gamma) / (gamma * self.t_draft + self.t_target[gamma])
+    def best(self, alpha: float) -> int:
+        """The gamma of the highest expected rate at `alpha` (the smallest on ties)."""
+        return max(range(self.gamma_min, self.gamma_max + 1), key=lambda g: self.rate(g, alpha))
+
+    def rate(self, gamma: int, alpha: float | None = None) -> float:
+        """Expected tokens per second at depth gamma under `alpha` (default: the current
+        estimate); gamma 0: plain decoding, one token per target pass of one token."""
+        alpha = self.alpha if alpha is None else alpha
+        return expected_tokens(alpha, gamma) / (gamma * self.t_draft + self.t_target[gamma])
 
     def gamma(self) -> int:
-        best = max(range(1, self.gamma_max + 1), key=self.rate)
+        best = self.best(self.alpha)
         self.history.append(best)
         return best
+
+    @property
+    def drafts_nothing(self) -> bool:
+        """True when it will choose gamma 0 at every step: 0 is best at the current alpha and at
+        the prior alpha0, between which alpha moves while nothing is drafted (module docstring;
+        E(gamma) grows with alpha, so 0 best at the larger of the two is best at both)."""
+        return self.gamma_min == 0 and self.best(max(self.alpha, self.alpha0)) == 0
+
+    def note(self) -> str:
+        """One sentence: what it chose per step, or that it chose plain decoding and why."""
+        if self.history and not any(self.history):
+            t = self.t_target
+            return (f"plain decoding: with the measured pass times (draft {self.t_draft * 1e3:.2f} ms, "
+                    f"target {t[0] * 1e3:.2f} ms for 1 token, {t[1] * 1e3:.2f} ms for 2) no γ ≥ 1 is "
+                    f"predicted to beat it at α ≈ {self.alpha:.2f}")
+        counts = {g: self.history.count(g) for g in sorted(set(self.history))}
+        return "γ per step: " + ", ".join(f"{g} ({n}×)" for g, n in counts.items()) \
+            + f"; final α estimate {self.alpha:.2f}"
 
     def keep_drafting(self, q_row) -> bool:
         return True
 
     def update(self, event) -> None:
-        if event.checks:
-            self.accepted = self.decay * self.accepted + event.n_accepted
-            self.examined = self.decay * self.examined + len(event.checks)
+        relax = not event.checks  # nothing examined: drift back toward the prior
+        seen = self.alpha0 * self.prior_weight * (1 - self.decay) if relax else event.n_accepted
+        self.accepted = self.decay * self.accepted + seen
+        self.examined = self.decay * self.examined + (self.prior_weight * (1 - self.decay) if relax
+                                                      else len(event.checks))
 
 
 def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3, fast: bool | None = None,
@@ -132,17 +168,18 @@ def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3, fast: boo
     from app.knee import time_forward
 
     fast = use_by_default(pair.device) if fast is None else fast
-    t_draft = time_forward(pair.draft, device=pair.device, batch=1, q=1, kv_len=kv_len, repeats=repeats,
-                           fast=fast, int8=int8)
+    t_draft = 0.0 if pair.draft is None else time_forward(  # no draft model: lookup (n-gram), ~free
+        pair.draft, device=pair.device, batch=1, q=1, kv_len=kv_len, repeats=repeats, fast=fast, int8=int8)
     t_target = [time_forward(pair.target, device=pair.device, batch=1, q=q, kv_len=kv_len,
                              repeats=repeats, fast=fast) for q in range(1, gamma_max + 2)]
     return t_draft, t_target
 
 
-def make_policy(name: str, gamma: int, gamma_max: int, threshold: float, costs):
+def make_policy(name: str, gamma: int, gamma_max: int, threshold: float, costs, gamma_min: int = 1):
     """The policy called `name` (POLICY_NAMES): gamma is where fixed and heuristic start,
     gamma_max the cap of the others; threshold: the confidence stop's; costs: measure_costs'
-    (t_draft, t_target) for the roofline policy (None for the others)."""
+    (t_draft, t_target) for the roofline policy (None for the others), whose smallest choice is
+    gamma_min (0: plain decoding allowed)."""
     if name == "fixed":
         return FixedDepth(gamma)
     if name == "heuristic":
@@ -150,5 +187,5 @@ def make_policy(name: str, gamma: int, gamma_max: int, threshold: float, costs):
     if name == "confidence":
         return ConfidenceStop(gamma_max, threshold)
     if name == "roofline":
-        return RooflineDepth(costs[0], costs[1], gamma_max)
+        return RooflineDepth(costs[0], costs[1], gamma_max, gamma_min=gamma_min)
     raise ValueError(f"unknown depth policy {name!r}: choose one of {', '.join(POLICY_NAMES)}")

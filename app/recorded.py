@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 
 from app.assets import RECORDED_DIR, REPO_ROOT
-from app.metrics import summary
+from app.metrics import check_baseline_numbers, summary
 from app.trace import FATES, SCHEMA_VERSION, Trace
 from app.validation import InputError
 
@@ -245,8 +245,7 @@ def _baseline(v, where: str) -> None:
     _obj(v, where, ("output_ids", "output_text", "tokens_per_s", "seconds"))
     _ids(v["output_ids"], f"{where}.output_ids", MAX_IDS)
     _str(v["output_text"], f"{where}.output_text", MAX_TEXT_CHARS)
-    _num(v["tokens_per_s"], f"{where}.tokens_per_s")
-    _num(v["seconds"], f"{where}.seconds")
+    check_baseline_numbers(v, where)  # tokens/s, seconds and the interleaved runs (app.metrics)
     _bool(v.get("identical"), f"{where}.identical", none_ok=True)
     _steps(v.get("steps", []), f"{where}.steps")
 

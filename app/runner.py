@@ -9,6 +9,9 @@ The Live tab (app.ui.handlers) and the CLI (app.cli generate) decode through her
     --pair / --target choice);
   * prepare: the prompt tokenised (chat template or not, app.validation), the device's measured
     ceilings (app.annotate) and, on a CPU, whether the knee is visible (app.cpu_regime);
+  * paths: the fast path and the int8 draft, where the request leaves them to measurement
+    ("auto", the default: app.settings.DEFAULTS), on when a pass measures faster on them
+    (choose_paths: once per model, device and thread count, cached);
   * policy: the depth policy (app.policies; the roofline one times the pair's passes first);
   * run: `start` hands the prepared pair to app.engine.run, which yields the growing Trace.
 
@@ -21,6 +24,7 @@ in app.ui.
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
@@ -28,14 +32,14 @@ from app import annotate, cpu_regime, engine, fastpath, validation
 from app.engine import prepare as prepare_fast_path, run
 from app.policies import make_policy, measure_costs
 from app.presets import PRESETS
-from app.settings import DecodeSettings, InputError
+from app.settings import DEFAULTS, DecodeSettings, InputError
 from app.trace import Trace
 
 # The Live tab's inputs, in the order its components are wired and parse_request reads them;
 # also the /decode API's parameter names (app.ui.live builds decode's signature from them).
 INPUTS = ("prompt", "preset", "drafter", "gamma", "depth_policy", "temperature", "top_p", "top_k",
           "seed", "max_new_tokens", "device", "fast_path", "baseline", "prompt_mode", "draft_int8")
-OPTIONAL = {"prompt_mode": "auto", "draft_int8": False}  # older API clients send 13 inputs
+OPTIONAL = {"prompt_mode": DEFAULTS.prompt_mode, "draft_int8": DEFAULTS.draft_int8}  # older API clients send 13 inputs
 
 CONFIDENCE_THRESHOLD = 0.5
 # name -> what the Live tab says about it; built by depth_policy() below
@@ -43,7 +47,8 @@ DEPTH_POLICIES = {
     "fixed": "always γ drafts per step",
     "heuristic": "+2 after a fully accepted step, −1 otherwise, within [1, γ]",
     "confidence": f"draft up to γ, stop once the draft's top probability < {CONFIDENCE_THRESHOLD}",
-    "roofline": "each step, the γ ≤ slider value that maximises E(γ)/T(γ) from measured pass times",
+    "roofline": "each step, the γ from 0 (plain decoding) to the slider value that maximises the "
+                "expected tokens per second, from this pair's measured pass times and the running α",
 }
 PROMPT_MODES = {"auto": "chat when the target has a chat template, else continuation",
                 "chat": "the prompt is one user message; the model writes the assistant's reply",
@@ -61,8 +66,10 @@ class DecodeRequest:
     device: str
     settings: DecodeSettings  # the fast path too: settings.fast, its one home
     baseline: bool
-    policy: str = "fixed"
-    prompt_mode: str = "auto"  # PROMPT_MODES
+    policy: str = DEFAULTS.depth_policy
+    prompt_mode: str = DEFAULTS.prompt_mode  # PROMPT_MODES
+    fast_auto: bool = False   # settings.fast and .draft_int8 left to measurement: choose_paths
+    int8_auto: bool = False
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Prepared:
     ceilings: object
     regime: object
     policy: object
+    notes: dict | None = None  # how the run's paths and policy were chosen (Trace.settings)
 
 
 # --------------------------------------------------------------------------- request
@@ -92,7 +100,8 @@ def parse_request(*values, devices: list[str], **named) -> DecodeRequest:
     prompt = v["prompt"]
     if prompt is not None and not isinstance(prompt, str):
         raise InputError(f"the prompt must be text, got {prompt!r}")
-    fast_path, baseline, draft_int8 = (_flag(name, v[name]) for name in ("fast_path", "baseline", "draft_int8"))
+    baseline = _flag("baseline", v["baseline"])
+    fast_path, draft_int8 = (path_choice(name, v[name]) for name in ("fast_path", "draft_int8"))
     validation.preset(v["preset"])  # presets only: the web app never loads a path or a free-form id
     validation.device(v["device"], devices)
     policy = v["depth_policy"]
@@ -101,11 +110,13 @@ def parse_request(*values, devices: list[str], **named) -> DecodeRequest:
     validation.prompt_text(prompt)
     settings = validation.settings(gamma=v["gamma"], temperature=v["temperature"], top_k=v["top_k"],
                                    top_p=v["top_p"], seed=v["seed"], max_new_tokens=v["max_new_tokens"],
-                                   drafter=v["drafter"], fast=bool(fast_path), draft_int8=bool(draft_int8))
+                                   drafter=v["drafter"], fast=draft_int8 is True if fast_path is None else fast_path,
+                                   draft_int8=bool(draft_int8))
     mode = v["prompt_mode"]
     if not (isinstance(mode, str) and mode in PROMPT_MODES):
         raise InputError(f"prompt mode must be one of {', '.join(PROMPT_MODES)}, got {mode!r}")
-    return DecodeRequest(prompt, v["preset"], v["device"], settings, bool(baseline), policy, mode)
+    return DecodeRequest(prompt, v["preset"], v["device"], settings, bool(baseline), policy, mode,
+                         fast_auto=fast_path is None and draft_int8 is not True, int8_auto=draft_int8 is None)
 
 
 def _flag(name: str, value) -> bool:
@@ -113,6 +124,16 @@ def _flag(name: str, value) -> bool:
     if isinstance(value, bool):
         return value
     raise InputError(f"{name} must be true or false, got {value!r}")
+
+
+PATH_CHOICES = {"auto": None, "on": True, "off": False, True: True, False: False}
+
+
+def path_choice(name: str, value) -> bool | None:
+    """fast_path / draft_int8: "auto" (None: choose_paths measures), "on" / true, "off" / false."""
+    if isinstance(value, (bool, str)) and value in PATH_CHOICES:
+        return PATH_CHOICES[value]
+    raise InputError(f"{name} must be auto, on or off (or true / false), got {value!r}")
 
 
 # --------------------------------------------------------------------------- load, prepare, policy
@@ -132,6 +153,10 @@ def prepare(req: DecodeRequest, loader: Loader, progress: Progress, *, regime: b
         progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
     ceilings = annotate.ceilings(pair.device, pair.dtype,
                                  progress=lambda f, msg: progress(0.2 + 0.8 * f, desc=msg))
+    notes = {"depth_policy": req.policy}
+    if req.fast_auto or req.int8_auto:
+        progress(0.9, desc="timing a pass with and without the fast path (a few seconds, once per model)")
+        notes |= choose_paths(pair, req)
     found = None
     if regime and pair.device == "cpu":
         progress(0.95, desc="timing passes of 1 and 8 tokens: is the knee visible on this CPU?"
@@ -140,15 +165,83 @@ def prepare(req: DecodeRequest, loader: Loader, progress: Progress, *, regime: b
         found = cpu_regime.probe(pair.target, pair.device, ceilings.device_name, fast=req.settings.fast)
     s = req.settings
     policy = depth_policy(req.policy, pair, s.gamma, len(ids), s.fast, s.draft_int8)
-    return Prepared(pair, ids, ceilings, found, policy)
+    return Prepared(pair, ids, ceilings, found, policy, notes)
 
 
 def depth_policy(name: str, pair, gamma: int, kv_len: int, fast: bool = False, int8: bool = False):
     """The policy object; the request's γ is the start (fixed, heuristic) or the cap
     (confidence, roofline). The roofline policy times the pair's passes first (~1 s), on the
-    path the run takes (fast: app.fastpath; int8: the draft's int8 weights)."""
-    costs = measure_costs(pair, gamma, kv_len, fast=fast, int8=int8) if name == "roofline" else None
-    return make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs)
+    path the run takes (fast: app.fastpath; int8: the draft's int8 weights), and may choose
+    γ = 0, plain decoding, when no γ ≥ 1 is predicted to beat it."""
+    costs = pass_costs(pair, gamma, kv_len, fast, int8) if name == "roofline" else None
+    return make_policy(name, gamma, gamma, CONFIDENCE_THRESHOLD, costs, gamma_min=0)
+
+
+_costs: "weakref.WeakKeyDictionary[object, dict[tuple, tuple]]" = weakref.WeakKeyDictionary()
+
+
+def pass_costs(pair, gamma: int, kv_len: int, fast: bool, int8: bool) -> tuple[float, list[float]]:
+    """app.policies.measure_costs for this pair, measured once per draft, γ cap, path, torch
+    thread count and prompt length rounded down to a multiple of PROBE_KV (the length it is
+    timed at; shorter prompts as they are), then reused: a run of the Live tab does not wait
+    ~1 s for the same numbers again."""
+    import torch
+    kv = kv_len if kv_len < PROBE_KV else kv_len // PROBE_KV * PROBE_KV
+    known = _costs.setdefault(pair.target, {})
+    key = (pair.draft_id, gamma, fast, int8, torch.get_num_threads(), kv)
+    if key not in known:
+        known[key] = measure_costs(pair, gamma, kv, fast=fast, int8=int8)
+    return known[key]
+
+
+PROBE_KV = 64  # cached positions of the passes choose_paths times (as app.cpu_regime's probe)
+_pass_times: "weakref.WeakKeyDictionary[object, dict[tuple, float]]" = weakref.WeakKeyDictionary()
+
+
+def pass_time(model, device: str, fast: bool, int8: bool = False) -> float:
+    """Median seconds of one pass of one token over PROBE_KV cached ones (app.knee.time_forward,
+    5 repeats after a warm-up), as is or on the fast path (int8: with int8 weights); once per
+    model, device, path and torch thread count in this process."""
+    import torch
+    from app.knee import time_forward
+    known = _pass_times.setdefault(model, {})
+    key = (device, fast, int8, torch.get_num_threads())
+    if key not in known:
+        known[key] = time_forward(model, device=device, batch=1, q=1, kv_len=PROBE_KV, fast=fast, int8=int8)
+    return known[key]
+
+
+def choose_paths(pair, req: DecodeRequest) -> dict:
+    """Decide what the request left to measurement ("auto"): the fast path on when the target's
+    pass measures faster on it (it then serves the draft and the plain runs too), the draft's
+    int8 weights on when the fast path is on, app.lean runs the draft and its int8 pass measures
+    faster. req.settings is replaced by the decided settings; returns the measurements, in words,
+    for the trace (Trace.settings)."""
+    from app.fastpath import uses_lean
+    from app.feature_draft import is_feature_draft
+    s, notes, ms = req.settings, {}, lambda t: f"{t * 1e3:.2f} ms"
+    fast, int8 = s.fast, s.draft_int8
+    if req.fast_auto:
+        try:
+            plain, quick = pass_time(pair.target, pair.device, False), pass_time(pair.target, pair.device, True)
+        except Exception as exc:  # noqa: BLE001 - a fast path this model cannot take stays off
+            plain, quick = 0.0, float("inf")
+            notes["fast_path_choice"] = f"off: the fast path failed on this model ({type(exc).__name__})"
+        fast = quick < plain
+        if plain:
+            notes["fast_path_choice"] = (f"{'on' if fast else 'off'}: a target pass of 1 token took "
+                                         f"{ms(quick)} on the fast path, {ms(plain)} without")
+    lean_draft = (s.drafter == "model" and pair.draft is not None and not is_feature_draft(pair.draft)
+                  and uses_lean(pair.draft))
+    if req.int8_auto:
+        int8 = False
+        if fast and lean_draft:
+            full, small = pass_time(pair.draft, pair.device, True), pass_time(pair.draft, pair.device, True, True)
+            int8 = small < full
+            notes["draft_int8_choice"] = (f"{'on' if int8 else 'off'}: a draft pass took {ms(small)} with int8 "
+                                          f"weights, {ms(full)} without")
+    req.settings = replace(s, fast=fast, draft_int8=int8)
+    return notes
 
 
 # --------------------------------------------------------------------------- run
@@ -157,7 +250,7 @@ def start(prepared: Prepared, req: DecodeRequest, cancel: Callable[[], bool] | N
     """The decode (app.engine.run): the growing Trace after every step, complete at the end
     (with the baseline run when the request asks for it). cancel() ends it after a step."""
     return run(prepared.pair, prepared.ids, req.prompt, req.settings, baseline=req.baseline,
-               cancel=cancel, policy=prepared.policy)
+               cancel=cancel, policy=prepared.policy, rounds=DEFAULTS.rounds, notes=prepared.notes)
 
 
 def timed_decode(pair, ids: list[int], settings: DecodeSettings, *, policy=None, drafter=None,

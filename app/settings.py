@@ -49,3 +49,29 @@ class DecodeSettings:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """The one set of starting values of the Live tab (app.ui.live) and the CLI (app.cli): the
+    app's default run is `python -m app generate PROMPT --baseline`. gamma is the cap of the
+    depth policy; "auto" (fast_path, draft_int8) means on where a pass measures faster on this
+    device (app.runner.choose_paths); rounds: speculative runs interleaved with as many plain
+    ones when the baseline is asked for (app.engine.run)."""
+    gamma: int = 4
+    depth_policy: str = "roofline"  # the roofline policy with gamma 0 allowed (app.runner.depth_policy)
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+    max_new_tokens: int = 64
+    drafter: str = "model"
+    device: str = "auto"
+    fast_path: str = "auto"
+    draft_int8: str = "auto"
+    prompt_mode: str = "auto"
+    baseline: bool = True
+    rounds: int = 2
+
+
+DEFAULTS = Defaults()

@@ -132,12 +132,21 @@ class Summary:
 
 @dataclass
 class Baseline:
+    """The first plain (target-only) run, and the interleaved measurement of the speed-up
+    (app.engine.measure_speedup): tokens/s of every speculative run (the streamed one first)
+    and every plain run, made in the order speculative, plain, speculative, plain, ...; the
+    1-minute load average before and after, and the cores it ran on (app.metrics judges them).
+    Files without the lists (older exports) have one sample: the run and this baseline."""
     output_ids: list[int]
     output_text: str
     tokens_per_s: float
     seconds: float
-    identical: bool | None = None  # greedy only: speculative output == baseline output
+    identical: bool | None = None  # greedy only: every run's output == the streamed run's
     steps: list[StepEvent] = field(default_factory=list)
+    spec_tokens_per_s: list[float] = field(default_factory=list)
+    plain_tokens_per_s: list[float] = field(default_factory=list)
+    load_avg: list[float] = field(default_factory=list)
+    cores: int = 0
 
 
 @dataclass

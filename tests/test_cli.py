@@ -126,7 +126,7 @@ def test_nan_logits_are_one_line_in_the_cli(capsys, tiny_dirs, monkeypatch):
 
     def poisoned(model, ids, cache, device, **kw):
         logits, timing = real(model, ids, cache, device, **kw)
-        return (logits * float("nan") if kw.get("phase") == "verify" else logits), timing
+        return (logits * float("nan") if kw.get("phase") in ("verify", "decode") else logits), timing
 
     monkeypatch.setattr(app.engine, "timed_forward", poisoned)
     code, _, err = cli(capsys, "generate", "--prompt", "It is", "--target", tiny_dirs[0], "--draft", tiny_dirs[1])

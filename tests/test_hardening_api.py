@@ -147,7 +147,7 @@ def test_the_toast_shows_markup_in_an_error_as_text(server):
     ({"temperature": "hot"}, "temperature must be a finite number, got 'hot'"),
     ({"gamma": 0}, "gamma must be between 1 and 16, got 0"),
     ({"device": "<gpu>"}, "device '<gpu>' is not available here"),
-    ({"fast_path": "no"}, "fast_path must be true or false, got 'no'"),
+    ({"fast_path": "no"}, "fast_path must be auto, on or off (or true / false), got 'no'"),
     ({"prompt": 42}, "the prompt must be text, got 42"),
 ])
 def test_values_gradio_cannot_convert_get_one_clear_line(client, changes, expected):

@@ -88,8 +88,14 @@ def test_the_engine_summary_counts_the_same():
                                 draft_passes=10, drafted=10, accepted=5, acceptance_rate=0.5,
                                 tokens_per_pass=2.25, flops=0.0)
     md = stats_markdown(t)
-    assert "| mean acceptance length | 2.67 tokens per drafting step |" in md
+    assert "| mean acceptance length | 2.67 tokens per drafting step (1 + accepted / drafting steps" in md
     assert "| acceptance rate | 50.0% (5 of 10 drafted) |" in md
+    assert "| acceptance by draft position | 1: 67% · 2: 33% · 3: 50% · 4: 50% |" in md
+    t.settings |= {"depth_policy": "roofline", "policy_note": "γ per step: 1 (3×)",
+                   "fast_path_choice": "on: a target pass of 1 token took 1.00 ms on the fast path, 2.00 ms without"}
+    md = stats_markdown(t)
+    assert "| depth policy (roofline) | γ per step: 1 (3×) |" in md
+    assert "| fast path (measured) | on: a target pass of 1 token took 1.00 ms" in md and "int8 draft" not in md
 
 
 def test_a_baseline_only_run_has_no_acceptance():
@@ -115,7 +121,75 @@ def test_an_unfinished_run_times_its_passes_and_the_baseline_gives_a_speedup():
     t.baseline = Baseline(output_ids=list(range(9)), output_text="", tokens_per_s=45.0, seconds=0.2, identical=True)
     s = metrics.summary(t)
     assert s["speedup"] == pytest.approx(2.0) and s["baseline"]["identical"] is True
-    assert "speedup                  2.000x" in "\n".join(metrics.summary_lines(s))
+    assert s["speedup_spread"] == {"min": 2.0, "median": 2.0, "max": 2.0, "n": 1}
+    assert "speedup                  2.00x (one plain run" in "\n".join(metrics.summary_lines(s))
+
+
+def interleaved(spec, plain, load=(0.5, 0.7), cores=4) -> Baseline:
+    return Baseline(output_ids=[1], output_text="", tokens_per_s=plain[0], seconds=1 / plain[0], identical=True,
+                    spec_tokens_per_s=list(spec), plain_tokens_per_s=list(plain), load_avg=list(load), cores=cores)
+
+
+def test_interleaved_runs_pair_each_run_with_its_neighbours():
+    # runs in the order s0 p0 s1 p1 s2: every neighbouring pair is one sample, spec over plain
+    assert metrics.interleaved_speedups([30, 40, 33], [20, 25]) == pytest.approx([1.5, 2.0, 1.6, 1.32])
+    assert metrics.interleaved_speedups([30, 40], [20, 25]) == pytest.approx([1.5, 2.0, 1.6])
+    assert metrics.interleaved_speedups([30], [20]) == [1.5]
+    assert metrics.interleaved_speedups([30, 0.0], [20, 25]) == [1.5]  # a run of 0 tokens/s pairs with nothing
+    assert metrics.interleaved_speedups([], []) == []
+
+
+def test_the_spread_of_the_speedup_from_synthetic_timings():
+    t = toy_trace()  # 90 tokens/s: the streamed run
+    t.baseline = interleaved([90.0, 88.0], [60.0, 55.0])  # samples 1.5, 88/60, 1.6
+    s = metrics.summary(t)
+    assert s["speedup_spread"] == pytest.approx({"min": 88 / 60, "median": 1.5, "max": 1.6, "n": 3})
+    assert s["speedup"] == pytest.approx(1.5) and s["speedup_notes"] == []  # (1.6 - 1.467) / 1.5 = 9%
+    assert stats_speedup(t) == pytest.approx(1.5)
+    md = stats_markdown(t)
+    assert "**1.50×** (range 1.47–1.60× over 3 neighbouring pairs of 2 speculative and 2 plain runs" in md
+    assert "⚠" not in md
+    lines = "\n".join(metrics.summary_lines(s))
+    assert "1.50x median, range 1.47–1.60x (3 neighbouring pairs" in lines and "note" not in lines
+
+
+def stats_speedup(trace):
+    from visualizations.stats import speedup
+    return speedup(trace)
+
+
+def test_a_wide_spread_and_a_busy_machine_are_said_in_words():
+    t = toy_trace()
+    t.baseline = interleaved([90.0, 60.0], [60.0, 60.0], load=(1.0, 4.5), cores=4)  # 1.5, 1.0, 1.0
+    s = metrics.summary(t)
+    assert s["speedup"] == pytest.approx(1.0)  # the median, not the streamed run's 1.5
+    wide, busy = s["speedup_notes"]
+    assert wide.startswith("wide spread: the speed-up varied by 50% of its median") and "more than 20%" in wide
+    assert busy.startswith("busy machine: the 1-minute load average was 4.5 on 4 cores")
+    md = stats_markdown(t)
+    assert "| ⚠ wide spread | the speed-up varied by 50%" in md and "| ⚠ busy machine |" in md
+    # below the bounds nothing is said: a spread of (1.2 - 1.0) / 1.1 = 18%, a load equal to the cores
+    assert metrics.measurement_notes(metrics.Spread.of([1.0, 1.1, 1.2]), [4.0], 4) == []
+    assert len(metrics.measurement_notes(metrics.Spread.of([1.0, 1.1, 1.23]), [4.01], 4)) == 2
+
+
+def test_a_baseline_file_with_bad_interleaved_numbers_is_refused_in_one_line():
+    from app.recorded import parse_trace
+    from app.settings import InputError
+    t = toy_trace()
+    t.baseline = interleaved([90.0, 88.0], [60.0, 55.0])
+    assert parse_trace(t.to_json()).baseline.plain_tokens_per_s == [60.0, 55.0]
+    for key, bad, said in (("spec_tokens_per_s", ["fast"], "baseline.spec_tokens_per_s[0] must be a finite"),
+                           ("load_avg", "high", "baseline.load_avg must be a list"),
+                           ("cores", -2, "baseline.cores must be a finite number >= 0")):
+        d = t.to_json().replace(f'"{key}": ', f'"{key}": {json_value(bad)}, "was_{key}": ')
+        with pytest.raises(InputError, match=said.replace("[", r"\[")):
+            parse_trace(d)
+
+
+def json_value(x) -> str:
+    import json
+    return json.dumps(x)
 
 
 def test_a_real_trace_agrees_with_its_recorded_summary():

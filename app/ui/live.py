@@ -11,13 +11,13 @@ import inspect
 import gradio as gr
 
 import visualizations as viz
-from app import examples, runner
+from app import examples, runner, spaces
 from app.presets import PRESETS, default_preset, default_reason
-from app.settings import MAX_GAMMA, MAX_NEW_TOKENS, DecodeSettings
+from app.settings import DEFAULTS as D, MAX_GAMMA, MAX_NEW_TOKENS
 from app.ui import handlers, turns, views, words
 from app.ui.views import View
 
-DEFAULT_POLICY = "fixed"
+DEFAULT_POLICY = D.depth_policy
 
 # The lab's own look on top of visualizations.STYLE: large, readable from the back of a room, and
 # laid out so that a 1366x768 screen shows the prompt, the pair, γ, Run and Stop, then the
@@ -87,7 +87,7 @@ def _top(devices: list[str]) -> dict:
             c["preset"] = gr.Dropdown(_pair_choices(), value=default, label="Model pair (target / draft)",
                                       info=examples.pair_info(default), elem_id="sd-pair")
             with gr.Row():
-                c["gamma"] = gr.Slider(1, MAX_GAMMA, value=DecodeSettings().gamma, step=1,
+                c["gamma"] = gr.Slider(1, MAX_GAMMA, value=D.gamma, step=1,
                                        label=words.GAMMA, info=words.GAMMA_INFO, min_width=200, scale=3)
                 c["depth_policy"] = gr.Dropdown(list(runner.DEPTH_POLICIES), value=DEFAULT_POLICY,
                                                 label=words.POLICY, info=runner.DEPTH_POLICIES[DEFAULT_POLICY],
@@ -105,24 +105,26 @@ def _top(devices: list[str]) -> dict:
 
 def _settings(c: dict, devices: list[str], default: str) -> None:
     """The folded settings: Sampling, Speed, Advanced."""
-    s = DecodeSettings()
     with gr.Accordion("Sampling", open=False):
-        c["temperature"] = gr.Slider(0, 2, value=s.temperature, step=0.05, label="Temperature (0 = greedy)")
-        c["top_p"] = gr.Slider(0.05, 1, value=s.top_p, step=0.05, label="Top-p")
+        c["temperature"] = gr.Slider(0, 2, value=D.temperature, step=0.05, label="Temperature (0 = greedy)")
+        c["top_p"] = gr.Slider(0.05, 1, value=D.top_p, step=0.05, label="Top-p")
         with gr.Row():
-            c["top_k"] = gr.Number(value=s.top_k, precision=0, minimum=0, label="Top-k (0 = off)")
-            c["seed"] = gr.Number(value=s.seed, precision=0, minimum=0, label="Seed")
+            c["top_k"] = gr.Number(value=D.top_k, precision=0, minimum=0, label="Top-k (0 = off)")
+            c["seed"] = gr.Number(value=D.seed, precision=0, minimum=0, label="Seed")
         top = max_new_tokens_for(default)  # the pair's room; changing the pair moves it (_wire)
-        c["max_new_tokens"] = gr.Slider(1, top, value=min(96, top), step=1, label="Max new tokens")
+        c["max_new_tokens"] = gr.Slider(1, top, value=min(D.max_new_tokens, top), step=1, label="Max new tokens")
     with gr.Accordion("Speed", open=False):
-        from app.spaces import fast_path_default  # on by default on a GPU Space (not ZeroGPU)
-        c["fast_path"] = gr.Checkbox(value=s.fast or fast_path_default(), label=words.FAST_PATH, info=words.fast_path_info(devices))
-        c["draft_int8"] = gr.Checkbox(value=s.draft_int8, label=words.DRAFT_INT8, info=words.DRAFT_INT8_INFO)
-        c["baseline"] = gr.Checkbox(value=True, label=words.BASELINE)
-        c["device"] = gr.Dropdown(devices, value="auto", label="Device", info=words.DEVICE_INFO)
+        # on by default on a GPU Space; off on ZeroGPU (app.spaces); else measured ("auto")
+        fast = "on" if spaces.fast_path_default() else "off" if spaces.on_zero_gpu() else D.fast_path
+        c["fast_path"] = gr.Radio(words.PATH_CHOICES, value=fast, label=words.FAST_PATH,
+                                  info=words.fast_path_info(devices))
+        c["draft_int8"] = gr.Radio(words.PATH_CHOICES, value=D.draft_int8, label=words.DRAFT_INT8,
+                                   info=words.DRAFT_INT8_INFO)
+        c["baseline"] = gr.Checkbox(value=D.baseline, label=words.BASELINE)
+        c["device"] = gr.Dropdown(devices, value=D.device, label="Device", info=words.DEVICE_INFO)
     with gr.Accordion("Advanced", open=False):
-        c["prompt_mode"] = gr.Radio(words.PROMPT_MODES, value="auto", label=words.PROMPT_AS)
-        c["drafter"] = gr.Radio(words.DRAFTER_CHOICES, value=s.drafter, label=words.DRAFTER)
+        c["prompt_mode"] = gr.Radio(words.PROMPT_MODES, value=D.prompt_mode, label=words.PROMPT_AS)
+        c["drafter"] = gr.Radio(words.DRAFTER_CHOICES, value=D.drafter, label=words.DRAFTER)
 
 
 def _pair_choices() -> list[tuple[str, str]]:
@@ -186,7 +188,7 @@ def _inspector() -> dict:
     gr.Markdown("### Token inspector: why was a draft token accepted or rejected?")
     with gr.Row():
         step = gr.Slider(0, 1, value=0, step=1, label="Step")
-        position = gr.Slider(1, DecodeSettings().gamma, value=1, step=1, label="Draft position in the step")
+        position = gr.Slider(1, D.gamma, value=1, step=1, label="Draft position in the step")
     plot = gr.Plot(views.inspect(None, 0, 1), show_label=False)
     return {"step": step, "position": position, "inspector": plot}
 

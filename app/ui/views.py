@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import visualizations as viz
+from app import metrics
 from app.engine import summarize
 from app.runner import DecodeRequest
 from app.trace import Trace
@@ -94,6 +95,9 @@ def summary_json(trace: Trace, ceilings: dict | None = None) -> dict:
            "stopped": trace.stopped, "settings": trace.settings, "device": trace.device,
            "summary": asdict(trace.summary) if trace.summary else None, "baseline": None,
            "speedup": viz.speedup(trace)}
+    m = metrics.summary(trace)  # the serving engines' terms and the interleaved speed-up's spread
+    out |= {k: m[k] for k in ("mean_acceptance_length", "per_position_acceptance", "speedup_spread",
+                              "speedup_notes")}
     if trace.baseline is not None:
         b = trace.baseline
         out["baseline"] = {"tokens_per_s": b.tokens_per_s, "seconds": b.seconds,

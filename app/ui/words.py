@@ -12,6 +12,7 @@ FAST_PATH_INFO = {
              "less launch time; the first pass of each size takes tens of seconds"),
     "mps": "memory for past tokens set aside up front: the same tokens, a little less overhead",
 }
+PATH_CHOICES = [("auto: on where it measures faster", "auto"), ("on", "on"), ("off", "off")]
 DRAFT_INT8 = "Smaller draft weights (8-bit, CPU, with the fast path)"
 DRAFT_INT8_INFO = ("the draft reads a quarter of the bytes per pass: a cheaper, slightly different "
                    "guesser; the output is still exactly what the target alone would write")

@@ -1,0 +1,224 @@
+"""The default run (issue 38): one set of defaults for the app and the CLI, the roofline policy
+that may choose plain decoding (gamma 0) and stays exact when it does, the fast path chosen by
+measurement, the interleaved baseline, and chat end markers hidden in the CLI's text."""
+import json
+import shutil
+
+import pytest
+
+from app import runner
+from app.cli import build_parser, check_generate_args, generate_request, main
+from app.engine import DecodeSettings, autoregressive_generate, run
+from app.policies import RooflineDepth, make_policy
+from app.settings import DEFAULTS, InputError
+from app.trace import StepEvent
+
+PROMPT = "It is a truth"
+
+
+def ids_of(pair, text):
+    return pair.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def emitted(events):
+    return [t for e in events for t in e.emitted_ids]
+
+
+def event(gamma, accepted):
+    """A step that drafted gamma tokens and examined accepted + 1 of them (or all gamma)."""
+    examined = min(accepted + 1, gamma)
+    return StepEvent(index=0, gamma=gamma, draft_ids=[0] * gamma, q_draft=[0.5] * gamma,
+                     checks=[object()] * examined, n_accepted=accepted, emitted_ids=[0], pieces=[], forwards=[])
+
+
+# --------------------------------------------------------------------------- the policy
+
+STEEP = dict(t_draft=0.5, t_target=[1.0 + q for q in range(5)], gamma_max=4)  # drafting never pays
+CHEAP = dict(t_draft=0.05, t_target=[1.0, 1.1, 1.2, 1.3, 1.4], gamma_max=4)   # pays at alpha 0.5
+
+
+def test_plain_decoding_is_chosen_and_said_when_no_gamma_pays():
+    p = RooflineDepth(**STEEP, gamma_min=0)
+    # gamma 1 at alpha 0.5: 1.5 tokens / (0.5 + 2.0) s = 0.6 tokens/s < 1 token / 1 s plain
+    assert p.rate(1) == pytest.approx(0.6) and p.rate(0) == 1.0
+    assert p.gamma() == 0 and p.drafts_nothing
+    assert p.note().startswith("plain decoding: with the measured pass times (draft 500.00 ms, target "
+                               "1000.00 ms for 1 token, 2000.00 ms for 2) no γ ≥ 1 is predicted to beat it")
+    assert RooflineDepth(**STEEP).gamma() == 1  # gamma_min 1 (lesson 3's roofline) still drafts
+    assert make_policy("roofline", 4, 4, 0.5, (STEEP["t_draft"], STEEP["t_target"]), gamma_min=0).gamma() == 0
+
+
+def test_after_rejections_it_decodes_plainly_then_tries_again():
+    p = RooflineDepth(**CHEAP, gamma_min=0)
+    assert not p.drafts_nothing and p.gamma() >= 1
+    for _ in range(4):
+        p.update(event(1, 0))  # every draft rejected: alpha falls
+    d = 0.8  # the decay: A = d^4 * 1, N = d^4 * 2 + (1 + d + d^2 + d^3)
+    assert p.alpha == pytest.approx(d ** 4 / (2 * d ** 4 + 1 + d + d ** 2 + d ** 3))  # 0.109
+    # gamma 1 then: 1.109 tokens / (0.05 + 1.1) s = 0.96 < 1 token/s plain; but it pays at alpha0
+    assert p.gamma() == 0 and not p.drafts_nothing
+    plain_steps = 0
+    while p.gamma() == 0:
+        p.update(event(0, 0))  # nothing examined: alpha relaxes toward alpha0 = 0.5
+        plain_steps += 1
+        assert plain_steps < 20
+    assert p.gamma() >= 1 and p.alpha < 0.5
+
+
+@pytest.mark.parametrize("costs", [STEEP, CHEAP], ids=["always-plain", "mixed"])
+def test_greedy_output_is_the_targets_whatever_gamma_the_policy_chooses(tiny_pair, costs):
+    ids = ids_of(tiny_pair, PROMPT)
+    s = DecodeSettings(gamma=4, max_new_tokens=40)
+    plain = emitted(autoregressive_generate(tiny_pair, ids, s))
+    policy = RooflineDepth(**costs, gamma_min=0)
+    trace = list(run(tiny_pair, ids, PROMPT, s, policy=policy))[-1]
+    assert trace.output_ids == plain
+    gammas = {step.gamma for step in trace.steps}
+    if costs is STEEP:  # no drafter at all: no draft prefill, no draft pass
+        assert gammas == {0} and not [f for f in trace.forwards() if f.model == "draft"]
+        assert trace.settings["policy_note"].startswith("plain decoding")
+    else:  # the random tiny pair's drafts are mostly rejected: plain steps and drafting steps mix
+        assert 0 in gammas and gammas - {0}
+
+
+def test_the_default_request_decodes_exactly_through_the_runner(tiny_pair):
+    req = runner.parse_request(PROMPT, "embedded", DEFAULTS.drafter, DEFAULTS.gamma, DEFAULTS.depth_policy,
+                               DEFAULTS.temperature, DEFAULTS.top_p, DEFAULTS.top_k, DEFAULTS.seed, 24,
+                               DEFAULTS.device, DEFAULTS.fast_path, DEFAULTS.baseline, DEFAULTS.prompt_mode,
+                               DEFAULTS.draft_int8, devices=["auto", "cpu"])
+    assert req.fast_auto and req.int8_auto and req.policy == "roofline"
+    prepared = runner.prepare(req, lambda *a, **k: tiny_pair, lambda *a, **k: None, regime=False)
+    assert isinstance(prepared.policy, RooflineDepth) and prepared.policy.gamma_min == 0
+    trace = list(runner.start(prepared, req))[-1]
+    assert trace.baseline.identical is True
+    assert trace.output_ids == emitted(autoregressive_generate(tiny_pair, prepared.ids, req.settings))
+    # the measured choice of the fast path is recorded with its numbers, and agrees with the run
+    choice = trace.settings["fast_path_choice"]
+    assert choice.startswith("on: " if trace.settings["fast"] else "off: ") and " ms on the fast path" in choice
+    from app.ui.views import summary_json  # what the /decode API returns: the serving engines' terms too
+    api = summary_json(trace)
+    assert api["speedup_spread"]["n"] == 2 * DEFAULTS.rounds - 1 and api["speedup"] == api["speedup_spread"]["median"]
+    assert isinstance(api["per_position_acceptance"], list) and "mean_acceptance_length" in api
+
+
+# --------------------------------------------------------------------------- paths and the baseline
+
+def test_fast_path_and_int8_take_auto_on_or_off_and_nothing_else():
+    assert [runner.path_choice("fast_path", v) for v in ("auto", "on", "off", True, False)] == \
+        [None, True, False, True, False]
+    for bad in ("yes", 1, None, "AUTO"):
+        with pytest.raises(InputError, match="fast_path must be auto, on or off"):
+            runner.path_choice("fast_path", bad)
+
+
+def test_a_measured_pass_is_measured_once(tiny_pair):
+    first = runner.pass_time(tiny_pair.target, "cpu", fast=True)
+    assert runner.pass_time(tiny_pair.target, "cpu", fast=True) == first  # cached, not re-timed
+
+
+def test_the_baseline_interleaves_plain_and_speculative_runs(tiny_pair):
+    ids = ids_of(tiny_pair, PROMPT)
+    s = DecodeSettings(gamma=3, max_new_tokens=16)
+    for rounds in (1, 2, 3):
+        b = list(run(tiny_pair, ids, PROMPT, s, baseline=True, rounds=rounds))[-1].baseline
+        assert len(b.spec_tokens_per_s) == len(b.plain_tokens_per_s) == rounds
+        assert all(x > 0 for x in b.spec_tokens_per_s + b.plain_tokens_per_s)
+        assert b.identical is True and b.cores >= 1 and len(b.load_avg) == 2
+        assert b.tokens_per_s == b.plain_tokens_per_s[0]  # the Baseline is the first plain run
+
+
+def test_a_stop_during_the_interleaving_keeps_the_finished_pairs(tiny_pair):
+    ids = ids_of(tiny_pair, PROMPT)
+    s = DecodeSettings(gamma=3, max_new_tokens=16)
+    calls = {"n": 0}
+
+    def cancel():  # let the streamed run and the first plain run finish, then stop
+        calls["n"] += 1
+        return calls["n"] > 40
+    trace = list(run(tiny_pair, ids, PROMPT, s, baseline=True, rounds=5, cancel=cancel))[-1]
+    b = trace.baseline
+    assert 1 <= len(b.spec_tokens_per_s) == len(b.plain_tokens_per_s) < 5
+
+
+# --------------------------------------------------------------------------- one set of defaults
+
+def test_the_app_and_the_cli_start_from_the_same_defaults(tiny_pair):
+    import gradio as gr
+
+    from app.ui import live
+    with gr.Blocks() as demo:
+        live.build(lambda *a, **k: tiny_pair)
+    decode = next(fn for fn in demo.fns.values() if fn.api_name == "decode")
+    app = {name: c.value for name, c in zip(runner.INPUTS, decode.inputs)}
+    for name in ("drafter", "gamma", "depth_policy", "temperature", "top_p", "top_k", "seed",
+                 "max_new_tokens", "device", "fast_path", "draft_int8", "prompt_mode", "baseline"):
+        assert app[name] == getattr(DEFAULTS, name), name
+    cli = build_parser().parse_args(["generate", PROMPT])
+    assert {k: getattr(cli, k) for k in ("drafter", "gamma", "depth_policy", "temperature", "top_p", "top_k",
+                                         "seed", "max_new_tokens", "device")} == \
+        {k: getattr(DEFAULTS, k) for k in ("drafter", "gamma", "depth_policy", "temperature", "top_p", "top_k",
+                                           "seed", "max_new_tokens", "device")}
+    # unset --fast / --draft-int8 / --chat are the app's "auto"; --baseline is the app's tick
+    assert (cli.fast, cli.draft_int8, cli.chat) == (None, None, None)
+    assert DEFAULTS.fast_path == DEFAULTS.draft_int8 == DEFAULTS.prompt_mode == "auto" and DEFAULTS.baseline
+    cli.prompt = cli.text  # as main() does
+    req = generate_request(cli, check_generate_args(cli))
+    assert (req.policy, req.fast_auto, req.int8_auto, req.prompt_mode) == ("roofline", True, True, "auto")
+
+
+# --------------------------------------------------------------------------- end markers
+
+def test_the_cli_prints_no_end_marker(capsys, tiny_dirs, tmp_path):
+    """A copy of the tiny pair whose end-of-text token is one the target emits greedily at the
+    third step or later: the run ends there, and the printed text is the decoded text without it."""
+    from transformers import AutoTokenizer
+    args = ["--max-new-tokens", "12", "--device", "cpu", "--depth-policy", "fixed"]
+    first = tmp_path / "first.json"
+    assert main(["generate", PROMPT, "--target", tiny_dirs[0], "--draft", tiny_dirs[1], "--json", str(first),
+                 *args]) == 0
+    capsys.readouterr()
+    trace = json.loads(first.read_text())
+    out_ids, prompt_ids = trace["output_ids"], trace["prompt_ids"]
+    i = next(i for i in range(2, len(out_ids)) if out_ids[i] not in out_ids[:i] + prompt_ids)
+    dirs = [shutil.copytree(d, tmp_path / name) for d, name in zip(tiny_dirs[:2], ("target", "draft"))]
+    tok = AutoTokenizer.from_pretrained(dirs[0])
+    tok.add_special_tokens({"eos_token": tok.convert_ids_to_tokens(out_ids[i])})
+    assert tok.eos_token_id == out_ids[i]
+    for d in dirs:
+        tok.save_pretrained(d)
+    second = tmp_path / "second.json"
+    assert main(["generate", PROMPT, "--target", str(dirs[0]), "--draft", str(dirs[1]), "--json", str(second),
+                 *args]) == 0
+    out = capsys.readouterr().out
+    ended = json.loads(second.read_text())
+    assert ended["output_ids"] == out_ids[:i + 1] and ended["stopped"] == "eos"
+    text = tok.decode(out_ids[:i])  # without the end marker
+    assert tok.decode(out_ids[:i + 1]) != text  # the marker has a text of its own
+    assert out.startswith(PROMPT + text + "\nacceptance rate")
+
+
+def test_the_roofline_costs_are_measured_once_per_prompt_length_bucket(tiny_pair):
+    first = runner.pass_costs(tiny_pair, 3, 70, fast=False, int8=False)
+    assert len(first[1]) == 4 and first[0] > 0 and all(t > 0 for t in first[1])
+    assert runner.pass_costs(tiny_pair, 3, 127, fast=False, int8=False) is first  # 70 and 127: timed at 64
+    assert runner.pass_costs(tiny_pair, 3, 128, fast=False, int8=False) is not first
+
+
+@pytest.mark.parametrize("fast, int8, expected", [
+    ("auto", "on", (True, True, False, False)),   # int8 needs the fast path: on, not measured
+    ("auto", "off", (False, False, True, False)),
+    ("on", "auto", (True, False, False, True)),
+    ("off", "off", (False, False, False, False)),
+])
+def test_what_is_left_to_measurement(fast, int8, expected):
+    req = runner.parse_request(PROMPT, "embedded", "model", 4, "roofline", 0.0, 1.0, 0, 0, 8, "auto", fast, True,
+                               "auto", int8, devices=["auto", "cpu"])
+    assert (req.settings.fast, req.settings.draft_int8, req.fast_auto, req.int8_auto) == expected
+
+
+def test_int8_with_the_fast_path_turned_off_is_refused(capsys):
+    with pytest.raises(InputError, match="int8 draft weights run on the fast path"):
+        runner.parse_request(PROMPT, "embedded", "model", 4, "roofline", 0.0, 1.0, 0, 0, 8, "auto", "off", True,
+                             "auto", "on", devices=["auto", "cpu"])
+    assert main(["generate", PROMPT, "--no-fast", "--draft-int8"]) == 2
+    assert "int8 draft weights run on the fast path" in capsys.readouterr().err
