@@ -25,6 +25,7 @@ from app.lessons.verdict import Spread
 from app.recorded import closest_recorded, gallery, gallery_trace, load_trace
 from app.trace import Trace
 from app.ui import views
+from app.ui.stream import position_slider
 from app.ui.views import Record, View
 from app.validation import InputError
 
@@ -106,7 +107,7 @@ def live_view(trace: Trace, status: str) -> View:
                 stats=viz.stats_markdown(trace), text=views.plain_text(trace),
                 summary=views.summary_json(trace, trace.device) | {"recorded": trace.recorded},
                 step=gr.update(maximum=max(len(trace.steps) - 1, 1), value=0), json_file=None, csv_file=None,
-                record=Record(trace, token_text(trace)))
+                position=position_slider(trace), record=Record(trace, token_text(trace)))
 
 
 def gpu_fallback(values: tuple, message: str):

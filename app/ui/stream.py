@@ -94,10 +94,10 @@ class _Run:
         record = Record(trace, token_texts(trace, self.pair.tokenizer))
         return view._replace(summary=summary_json(trace, self.roof),
                              step=gr.update(maximum=max(len(trace.steps) - 1, 1), value=0),
-                             position=_position_slider(trace),
+                             position=position_slider(trace),
                              json_file=json_path, csv_file=csv_path, record=record)
 
-def _position_slider(trace: Trace) -> dict:
+def position_slider(trace: Trace) -> dict:
     """The inspector's draft-position slider spans 1..the run's largest γ (a slider needs
     minimum < maximum: with γ = 1 it spans 1..2 and is locked at 1)."""
     gamma = max((s.gamma for s in trace.steps), default=1)
