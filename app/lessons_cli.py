@@ -6,7 +6,8 @@
     python -m app lesson lossless -n 1000 -k 1 --json -          (JSON on stdout, summary on stderr)
     python -m app lesson memory_wall --params 70e9 --dtype fp16 --bandwidth 2
 
-Models: the embedded pair by default; --target DIR --draft DIR for another local pair (or hub
+Models: the embedded pair by default; --pair PRESET for a named pair of app.presets (the
+flagship too); --target DIR --draft DIR for another local pair (or hub
 ids when online), --shape TARGET,DRAFT for a shape-only pair (random weights: timing only).
 Errors print one line to stderr and exit with status 2.
 """
@@ -36,6 +37,9 @@ def _number(text: str) -> float:
 
 
 def _pair_args(p) -> None:
+    from app.presets import PRESETS
+    p.add_argument("--pair", metavar="PRESET", help="a named pair instead of --target/--draft/--shape: "
+                   + "; ".join(f"'{name}'" for name in PRESETS))
     p.add_argument("--target", help="target model directory or hub id (default: embedded pair)")
     p.add_argument("--draft", help="draft model directory or hub id (default: embedded pair)")
     p.add_argument("--shape", help="shape-only pair TARGET,DRAFT, e.g. llama-3.1-8b,llama-3.2-1b")
@@ -123,6 +127,13 @@ def _load_pair(args):
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # stderr keeps to progress lines and one-line errors
 
+    if args.pair:
+        from app import validation
+        from app.pairs import get_pair
+        if args.target or args.draft or args.shape:
+            raise ValueError("--pair names a whole pair: leave out --target, --draft and --shape")
+        return get_pair(validation.preset(args.pair), device=args.device, dtype=args.dtype,
+                        progress=lambda message: print(message, file=sys.stderr))
     if args.shape:
         names = args.shape.split(",")
         if len(names) != 2:
