@@ -153,6 +153,15 @@ def theory_verdict(gammas, predicted, low, high, measured: list[Spread], e_pred=
                    f"Mostly {why}.{text}")
 
 
+def theory_warnings(gammas, measured: list[Spread], alpha: float, c: float, plain_tps: Spread,
+                    spec_tps: list[Spread]) -> tuple[str, ...]:
+    """Sanity checks (app.lessons.verdict): a measured speed-up above the Leviathan bound for
+    the measured alpha and c, the widest too-noisy timing, a machine busier than its cores."""
+    return fired(*(check_leviathan_bound(m.median, alpha, g, c) for g, m in zip(gammas, measured)),
+                 noisiest([("plain decoding tokens/s", plain_tps),
+                           *((f"γ = {g} tokens/s", s) for g, s in zip(gammas, spec_tps))]), check_load())
+
+
 # --------------------------------------------------------------------------- the experiment
 
 def _forward_seconds(runs, model: str, phase: str, tokens: int | None = None) -> list[float]:
@@ -236,9 +245,7 @@ def _result(pair, gammas, runs, cal_plain, cal_spec, settings) -> TheoryResult:
     e_pred = [expected_tokens(alpha, g) for g in gammas]
     e_meas = [sum(len(r.ids) for r in spec[g]) / sum(r.target_passes for r in spec[g]) for g in gammas]
     held, evidence = theory_verdict(gammas, predicted, low, high, measured, e_pred, e_meas)
-    warnings = fired(*(check_leviathan_bound(m.median, alpha, g, c.median) for g, m in zip(gammas, measured)),
-                     noisiest([("plain decoding tokens/s", plain_tps),
-                               *((f"γ = {g} tokens/s", s) for g, s in zip(gammas, spec_tps))]), check_load())
+    warnings = theory_warnings(gammas, measured, alpha, c.median, plain_tps, spec_tps)
     rates, counts = position_acceptance([s for r in flat(cal_spec) for s in r.steps], gammas[-1])
     return TheoryResult(
         model=pair_label(pair), settings=settings, verdict=Verdict(CLAIM, held, evidence, warnings[:4]),
