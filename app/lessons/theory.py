@@ -122,24 +122,30 @@ def position_acceptance(steps, depth: int) -> tuple[list[float], list[int]]:
 
 def theory_verdict(gammas, predicted, low, high, measured: list[Spread], e_pred=None,
                    e_meas=None) -> tuple[bool | None, str]:
-    """Held when the measured speed-up's range overlaps the predicted range at every gamma; not
-    held where they separate (the evidence says which way and why: e_pred / e_meas, tokens per
-    target pass, tell a text that accepts less from a verify pass that costs more);
-    inconclusive when every disagreement sits at a gamma whose spread exceeds SPREAD_BOUND."""
+    """Held when the measured speed-up's range overlaps the predicted range at every gamma, each
+    range no wider than SPREAD_BOUND; not held where a narrow measured range separates from the
+    prediction (the evidence says which way and why: e_pred / e_meas, tokens per target pass,
+    tell a text that accepts less from a verify pass that costs more); inconclusive otherwise
+    (the only disagreements, or agreements, come from ranges too wide to mean anything)."""
     agree = [m.min <= hi and m.max >= lo for lo, hi, m in zip(low, high, measured)]
+    noisy = [m.width > SPREAD_BOUND for m in measured]
     gap = max(abs(m.median / p - 1) for p, m in zip(predicted, measured))
     i_pred = max(range(len(gammas)), key=lambda i: predicted[i])
     i_meas = max(range(len(gammas)), key=lambda i: measured[i].median)
     best = (f"predicted best γ = {gammas[i_pred]} ({predicted[i_pred]:.2f}×), measured best "
             f"γ = {gammas[i_meas]} ({measured[i_meas].text('×')})")
-    if all(agree):
-        return True, (f"the measured speed-up falls in the predicted range at every γ "
-                      f"({', '.join(map(str, gammas))}); medians differ by at most {gap:.0%}; {best}.")
     off = [i for i, ok in enumerate(agree) if not ok]
     cases = "; ".join(f"γ = {gammas[i]}: predicted {predicted[i]:.2f}× [{low[i]:.2f}–{high[i]:.2f}], "
                       f"measured {measured[i].text('×')}" for i in off)
-    if all(measured[i].width > SPREAD_BOUND for i in off):
-        return None, f"the spread is wider than the effect where they differ ({cases})."
+    if not off and not any(noisy):
+        unresolved = "" if i_pred == i_meas else "; the ranges overlap too much to tell the best γ apart"
+        return True, (f"the measured speed-up falls in the predicted range at every γ "
+                      f"({', '.join(map(str, gammas))}); medians differ by at most {gap:.0%}; {best}{unresolved}.")
+    if all(noisy[i] for i in off):  # an overlap of a too-wide range confirms nothing either
+        wide = ", ".join(str(g) for g, n in zip(gammas, noisy) if n)
+        return None, (f"the spread is wider than the effect: the measured speed-up varied by more than "
+                      f"{SPREAD_BOUND:.0%} of its median at γ = {wide}" + (f" ({cases})" if off else "")
+                      + f"; {best}.")
     faster = sum(measured[i].median > predicted[i] for i in off)
     why = ("faster than predicted: each decoding step has costs outside the timed passes (sampling, "
            "bookkeeping) that plain decoding pays per token and speculation spreads over E tokens; c "
