@@ -147,30 +147,36 @@ def _row(name: str, rounds_of_runs: list[list[Run]], gamma: int | None = None) -
                      outputs=[r.ids for r in runs])
 
 
-def _runs(pair, ids, makers: dict, settings, rounds, stage) -> dict[str, list[list[Run]]]:
-    """{config: per round, one Run per prompt}; makers[config]() -> a fresh policy (None = plain
-    decoding). Rounds interleaved (verdict.interleave): a change of load hits every config."""
-    from app.engine import make_drafter
-
-    runs = {name: [] for name in makers}
-    done, total = [0], rounds * len(makers)
+def collect(configs: dict, rounds: int, stage) -> dict[str, list[list[Run]]]:
+    """configs: {name: run() -> one timed Run per prompt} -> {name: per round, those Runs}.
+    Rounds interleaved (verdict.interleave): a change of load hits every config alike."""
+    runs = {name: [] for name in configs}
+    done, total = [0], rounds * len(configs)
 
     def one(name):
         def go() -> float:
             stage(done[0] / total, f"round {len(runs[name]) + 1}: {name}")
-            batch = []
-            for prompt_ids in ids:
-                policy = makers[name]()
-                drafter = None if policy is None else make_drafter(pair, "model")
-                batch.append(decode(pair, prompt_ids, settings, policy=policy, drafter=drafter,
-                                    plain=policy is None))
-            runs[name].append(batch)
+            runs[name].append(configs[name]())
             done[0] += 1
-            return sum(r.seconds for r in batch)
+            return sum(r.seconds for r in runs[name][-1])
         return go
-    interleave({name: one(name) for name in makers}, rounds)
+    interleave({name: one(name) for name in configs}, rounds)
     stage(1.0, "done")
     return runs
+
+
+def _decoder(pair, ids, settings, make):
+    """run() for collect: every prompt decoded with a fresh policy from make() (None = plain)."""
+    from app.engine import make_drafter
+
+    def run() -> list[Run]:
+        out = []
+        for prompt_ids in ids:
+            policy = make()
+            drafter = None if policy is None else make_drafter(pair, "model")
+            out.append(decode(pair, prompt_ids, settings, policy=policy, drafter=drafter, plain=policy is None))
+        return out
+    return run
 
 
 def compare_policies(pair, *, prompts=None, policies=POLICY_NAMES, gamma: int = 4,
@@ -198,7 +204,8 @@ def compare_policies(pair, *, prompts=None, policies=POLICY_NAMES, gamma: int = 
     adaptive = [n for n in policies if n != "fixed"]
     makers = {"plain": lambda: None, **{f"fixed γ = {g}": (lambda g=g: FixedDepth(g)) for g in fixed_gammas},
               **{n: (lambda n=n: make_policy(n, gamma, gamma_max, threshold, costs)) for n in adaptive}}
-    runs = _runs(pair, ids, makers, settings, rounds, part(progress, 0.1, 1.0))
+    runs = collect({name: _decoder(pair, ids, settings, make) for name, make in makers.items()}, rounds,
+                   part(progress, 0.1, 1.0))
     sweep = [_row("fixed", runs[f"fixed γ = {g}"], g) for g in fixed_gammas]
     best = max(sweep, key=lambda r: r.tokens_per_s.median)
     rows = [_row("plain", runs["plain"]), *(best if n == "fixed" else _row(n, runs[n]) for n in policies)]

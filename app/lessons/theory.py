@@ -24,12 +24,12 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
-from app.lessons.common import (Progress, Run, alpha_hat, check_float, check_int, check_ints, decode,
+from app.lessons.common import (Progress, alpha_hat, check_float, check_int, check_ints, decode,
                                 encode, expected_tokens, leviathan_speedup, need_draft, pair_label, part,
                                 prompts_for, require)
 from app.lessons.verdict import (SPREAD_BOUND, Spread, Verdict, check_leviathan_bound, check_load,
-                                 fired, interleave)
-from app.lessons.policies import noisiest
+                                 fired)
+from app.lessons.policies import collect, noisiest
 from app.settings import DecodeSettings
 
 QUICK = {"gammas": (1, 2, 3, 4, 6), "max_new_tokens": 40, "rounds": 3}
@@ -181,26 +181,6 @@ def _median_pass(runs, model, phase, tokens=None) -> float:
     return statistics.median(seconds)
 
 
-def _collect(pair, configs: dict, rounds: int, stage) -> dict[str, list[list[Run]]]:
-    """configs: {name: (prompt ids list, settings, plain)} -> {name: per round, one Run per
-    prompt}; rounds interleaved (verdict.interleave), so a change of load hits every config."""
-    runs = {name: [] for name in configs}
-    done, total = [0], rounds * len(configs)
-
-    def one(name):
-        def go() -> float:
-            ids, settings, plain = configs[name]
-            stage(done[0] / total, f"round {len(runs[name]) + 1}: {name}")
-            batch = [decode(pair, i, settings, plain=plain) for i in ids]
-            runs[name].append(batch)
-            done[0] += 1
-            return sum(r.seconds for r in batch)
-        return go
-    interleave({name: one(name) for name in configs}, rounds)
-    stage(1.0, "done")
-    return runs
-
-
 def _tps(rounds_of_runs) -> Spread:
     return Spread.of([sum(len(r.ids) for r in batch) / sum(r.seconds for r in batch) for batch in rounds_of_runs])
 
@@ -224,11 +204,12 @@ def theory_vs_measurement(pair, *, gammas=tuple(range(1, 9)), prompts=None, alph
     room = max_new_tokens + gammas[-1] + 1
     ids, cal = [encode(pair, p, room) for p in prompts], [encode(pair, p, room) for p in alpha_prompts]
     base = DecodeSettings(temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
-    configs = {"calibration: plain": (cal, base, True),
-               f"calibration: γ = {gammas[-1]}": (cal, replace(base, gamma=gammas[-1]), False),
-               "plain decoding": (ids, base, True),
-               **{f"γ = {g}": (ids, replace(base, gamma=g), False) for g in gammas}}
-    runs = _collect(pair, configs, rounds, part(progress, 0, 1))
+    run = lambda texts, settings, plain=False: lambda: [decode(pair, i, settings, plain=plain) for i in texts]
+    configs = {"calibration: plain": run(cal, base, True),
+               f"calibration: γ = {gammas[-1]}": run(cal, replace(base, gamma=gammas[-1])),
+               "plain decoding": run(ids, base, True),
+               **{f"γ = {g}": run(ids, replace(base, gamma=g)) for g in gammas}}
+    runs = collect(configs, rounds, part(progress, 0, 1))
     cal_plain, cal_spec = runs["calibration: plain"], runs[f"calibration: γ = {gammas[-1]}"]
     return _result(pair, gammas, runs, cal_plain, cal_spec,
                    {"temperature": temperature, "seed": seed, "max_new_tokens": max_new_tokens,

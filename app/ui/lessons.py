@@ -221,8 +221,8 @@ OWN_PROMPTS = ("empty: the loaded pair's own prompts (chat questions for an inst
 def _policies_tab(get_pair):
     prompts = gr.Textbox("", lines=3, label="prompts (one per line)", placeholder=OWN_PROMPTS)
     with gr.Row():
-        gamma = gr.Slider(1, 16, value=4, step=1, label="γ (fixed; heuristic start)")
-        gamma_max = gr.Slider(1, 16, value=8, step=1, label="γ max")
+        gamma = gr.Slider(1, 16, value=4, step=1, label="γ where the heuristic starts")
+        gamma_max = gr.Slider(1, 16, value=8, step=1, label="γ max (fixed depth is swept over 1…γ max)")
         threshold = gr.Slider(0, 1, value=0.4, step=0.05, label="confidence threshold")
         new = gr.Slider(4, 256, value=64, step=1, label="new tokens per prompt")
         temp = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
