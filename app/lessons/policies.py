@@ -96,7 +96,7 @@ def policies_verdict(plain: Spread, fixed: dict[int, Spread], adaptive: dict[str
     field_ = {"plain decoding": plain, f"fixed γ = {best_g}": fixed[best_g], **adaptive}
     top = max(field_, key=lambda n: field_[n].median)
     alone = all(field_[top].min > s.max for n, s in field_.items() if n != top)
-    spread = lambda n: f"{n} {field_[n].text(' tok/s', digits=0)}"
+    spread = lambda n: f"{n} {field_[n].text(' tok/s', digits=1)}"
     lead = (f"{top} is fastest, clear of the rest: {spread(top)}" if alone else
             f"no winner: the spreads overlap (highest median {spread(top)})")
     others = [s for n, s in field_.items() if n != "plain decoding"]
