@@ -36,8 +36,11 @@ def test_theory_best_gamma_mismatch_never_reads_as_agreement():
 def test_theory_slower_than_predicted_names_the_verify_cost_and_acceptance():
     held, evidence = theory_verdict([2, 4], [1.8, 2.0], [1.7, 1.9], [1.9, 2.1], [S(1.1, 1.2, 1.3), S(1.2, 1.3, 1.4)],
                                     e_pred=[2.1, 2.6], e_meas=[1.6, 1.9])
-    assert held is False and "slower than predicted" in evidence and "verify pass" in evidence
+    assert held is False and "slower than predicted" in evidence and "leaves out" in evidence
     assert "acceptance" in evidence  # measured tokens per pass fell well short of the calibration α's
+    held, evidence = theory_verdict([2, 4], [1.8, 2.0], [1.7, 1.9], [1.9, 2.1], [S(1.1, 1.2, 1.3), S(1.2, 1.3, 1.4)],
+                                    verify=[1.25, 1.3])  # the measured verify time accounts for the gap
+    assert held is False and "prediction fits" in evidence and "leaves out" not in evidence
     held, evidence = theory_verdict([2], [1.8], [1.7], [1.9], [S(1.1, 1.2, 1.3)], e_pred=[2.1], e_meas=[2.05])
     assert held is False and "α depends on the text" not in evidence
 
