@@ -10,7 +10,8 @@ Every result starts with its verdict (claim, held: true / false / null for incon
 computed from the run's own timings; --json writes it under "verdict", and each timing as
 {min, median, max, n}. On a shared machine add --threads 1.
 
-Models: the embedded pair by default; --target DIR --draft DIR for another local pair (or hub
+Models: the embedded pair by default; --pair PRESET for a named pair of app.presets (the
+flagship too); --target DIR --draft DIR for another local pair (or hub
 ids when online), --shape TARGET,DRAFT for a shape-only pair (random weights: timing only).
 Errors print one line to stderr and exit with status 2.
 """
@@ -40,6 +41,9 @@ def _number(text: str) -> float:
 
 
 def _pair_args(p) -> None:
+    from app.presets import PRESETS
+    p.add_argument("--pair", metavar="PRESET", help="a named pair instead of --target/--draft/--shape: "
+                   + "; ".join(f"'{name}'" for name in PRESETS))
     p.add_argument("--target", help="target model directory or hub id (default: embedded pair)")
     p.add_argument("--draft", help="draft model directory or hub id (default: embedded pair)")
     p.add_argument("--shape", help="shape-only pair TARGET,DRAFT, e.g. llama-3.1-8b,llama-3.2-1b")
@@ -74,16 +78,16 @@ def _lesson_parsers(sub) -> None:
     p.add_argument("--threshold", type=float, default=0.4, help="confidence stop threshold")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--rounds", type=int, default=2, help="repeat every run, keep its fastest")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved repeats of every run (default 3)")
     t = sub.add_parser("theory", help=LESSONS["theory"].title)
     _prompts(t, True)
     t.add_argument("--gammas", type=_ints, default=None, help="default 1,...,8")
     t.add_argument("--max-new-tokens", type=int, default=64)
     t.add_argument("--temperature", type=float, default=0.0)
-    t.add_argument("--rounds", type=int, default=2, help="repeat every run, keep its fastest")
+    t.add_argument("--rounds", type=int, default=None, help="interleaved repeats of every run (default 3)")
     lo = sub.add_parser("lossless", help=LESSONS["lossless"].title)
     _prompts(lo, False)
-    lo.add_argument("-n", type=int, default=1000, help="samples per arm")
+    lo.add_argument("-n", type=int, default=None, help="samples per arm (default 2000)")
     lo.add_argument("-k", type=int, default=1, help="tokens per sample (1-4)")
     lo.add_argument("--gamma", type=int, default=3)
     lo.add_argument("--temperature", type=float, default=1.0)
@@ -132,6 +136,13 @@ def _load_pair(args):
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # stderr keeps to progress lines and one-line errors
 
+    if args.pair:
+        from app import validation
+        from app.pairs import get_pair
+        if args.target or args.draft or args.shape:
+            raise ValueError("--pair names a whole pair: leave out --target, --draft and --shape")
+        return get_pair(validation.preset(args.pair), device=args.device, dtype=args.dtype,
+                        progress=lambda message: print(message, file=sys.stderr))
     if args.shape:
         names = args.shape.split(",")
         if len(names) != 2:

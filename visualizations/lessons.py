@@ -118,53 +118,85 @@ def batch_depth_figure(d: dict) -> go.Figure:
     return style(fig, _subtitle(title, d.get("source", "")), height=520, legend=LEGEND_BELOW)
 
 
+def _median(spread) -> float:
+    """A Spread dict's median (a plain number passes through: results saved before Spreads)."""
+    return spread["median"] if isinstance(spread, dict) else spread
+
+
+def _error_bars(spreads: list) -> dict:
+    """Plotly error_y from Spread dicts {min, median, max}: the whole range of the repeats."""
+    spreads = [s if isinstance(s, dict) else {"min": s, "median": s, "max": s} for s in spreads]
+    return dict(type="data", symmetric=False, array=[s["max"] - s["median"] for s in spreads],
+                arrayminus=[s["median"] - s["min"] for s in spreads], color=BLACK, thickness=1.5)
+
+
 def policies_figure(d: dict) -> go.Figure:
-    """tokens/s, alpha and wasted drafted tokens per policy, side by side."""
+    """tokens/s (median, bars from min to max over the rounds), alpha and wasted drafted tokens
+    for plain decoding, every fixed γ of the sweep and each adaptive policy."""
     title = "Depth policies on the same prompts and seed"
     rows = d.get("rows") or []
     if not rows:
         return empty_figure(title, "no runs yet")
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("tokens / s", "acceptance α", "wasted drafts"))
-    names = [r["policy"] for r in rows]
-    colors = [POLICY_COLORS.get(n, GREY) for n in names]
+    sweep = d.get("sweep") or []
+    shown = [rows[0], *sweep, *(r for r in rows[1:] if r["policy"] != "fixed")]
+    names = [r.get("name", r["policy"]) for r in shown]
+    best = d.get("best_fixed_gamma")
+    colors = [(BLUE if r.get("gamma") == best else SKY_BLUE) if r["policy"] == "fixed"
+              else POLICY_COLORS.get(r["policy"], GREY) for r in shown]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("tokens / s (median, min–max)", "acceptance α",
+                                                         "wasted drafts"))
     for col, key, fmt in ((1, "tokens_per_s", ".0f"), (2, "alpha", ".2f"), (3, "wasted", "d")):
-        fig.add_trace(go.Bar(x=names, y=[r[key] for r in rows], marker_color=colors, showlegend=False,
-                             text=["—" if r[key] is None else format(r[key], fmt) for r in rows],
-                             textposition="outside",
-                             customdata=[[r["target_passes"], r["drafted"], r["mean_gamma"]] for r in rows],
+        values = [r[key] for r in shown]
+        fig.add_trace(go.Bar(x=names, y=[None if v is None else _median(v) for v in values], marker_color=colors,
+                             showlegend=False, error_y=_error_bars(values) if col == 1 else None,
+                             text=["—" if v is None else format(_median(v), fmt) for v in values],
+                             textposition="inside" if col == 1 else "outside",
+                             customdata=[[r["target_passes"], r["drafted"], r["mean_gamma"]] for r in shown],
                              hovertemplate="%{x}: %{y}<br>target passes %{customdata[0]}, drafted "
                                            "%{customdata[1]}, mean γ %{customdata[2]:.2f}<extra></extra>"),
                       row=1, col=col)
     same = {True: "greedy outputs identical", False: "OUTPUTS DIFFER", None: "sampling"}[d.get("identical")]
-    return style(fig, _subtitle(title, f"{d.get('model', '')} · {same}"), height=500)
+    rounds = d.get("settings", {}).get("rounds")
+    note = f"{d.get('model', '')} · {same}" + (f" · {rounds} interleaved rounds" if rounds else "")
+    return style(fig, _subtitle(title, note), height=500)
 
 
 def theory_figure(d: dict) -> go.Figure:
-    """Tokens per target pass and speedup over gamma: Leviathan's prediction (lines) vs measured."""
+    """Tokens per target pass, speed-up (prediction and its range from the calibration runs;
+    measured median with min–max bars) and acceptance by draft position against α^k."""
     title = "Theory against measurement"
     if not d.get("gammas"):
         return empty_figure(title, "no runs yet")
     g = d["gammas"]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per target pass", "speedup over plain"))
-    line = lambda y, name, color, dash="solid", show=True: go.Scatter(
-        x=g, y=y, mode="lines", name=name, line=dict(color=color, width=3, dash=dash), showlegend=show)
-    dots = lambda y, name, color, show=True: go.Scatter(
-        x=g, y=y, mode="markers", name=name, marker=dict(color=color, size=12), showlegend=show)
-    fig.add_trace(line(d["predicted_tokens_per_pass"], "predicted (Leviathan)", BLUE), row=1, col=1)
-    fig.add_trace(dots(d["measured_tokens_per_pass"], "measured", BLACK), row=1, col=1)
-    fig.add_trace(line(d["predicted_speedup"], "predicted (Leviathan)", BLUE, show=False), row=1, col=2)
-    fig.add_trace(line(d["predicted_speedup_verify"], "predicted with measured verify time", SKY_BLUE, "dash"),
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("tokens per target pass", "speed-up over plain",
+                                                         "P(first k drafts accepted)"))
+    line = lambda x, y, name, color, dash="solid", show=True: go.Scatter(
+        x=x, y=y, mode="lines", name=name, line=dict(color=color, width=3, dash=dash), showlegend=show)
+    dots = lambda x, y, name, color, show=True, **kw: go.Scatter(
+        x=x, y=y, mode="markers", name=name, marker=dict(color=color, size=12), showlegend=show, **kw)
+    fig.add_trace(line(g, d["predicted_tokens_per_pass"], "predicted (Leviathan, calibration α)", BLUE), row=1, col=1)
+    fig.add_trace(dots(g, d["measured_tokens_per_pass"], "measured (separate runs)", BLACK), row=1, col=1)
+    if d.get("predicted_low"):
+        fig.add_trace(go.Scatter(x=g + g[::-1], y=d["predicted_high"] + d["predicted_low"][::-1], fill="toself",
+                                 fillcolor="rgba(0,114,178,0.15)", line=dict(width=0), hoverinfo="skip",
+                                 name="predicted range (α ± 2 s.e., c min–max)"), row=1, col=2)
+    fig.add_trace(line(g, d["predicted_speedup"], "predicted", BLUE, show=False), row=1, col=2)
+    fig.add_trace(line(g, d["predicted_speedup_verify"], "predicted with measured verify time", SKY_BLUE, "dash"),
                   row=1, col=2)
-    fig.add_trace(dots(d["measured_speedup"], "measured", BLACK, show=False), row=1, col=2)
-    best = {"predicted": (d["optimal_gamma_predicted"], d["predicted_speedup"], BLUE),
-            "measured": (d["optimal_gamma_measured"], d["measured_speedup"], BLACK)}
-    for name, (gamma, ys, color) in best.items():
-        fig.add_trace(go.Scatter(x=[gamma], y=[ys[g.index(gamma)]], mode="markers", name=f"best γ, {name}",
-                                 marker=dict(symbol="star", size=20, color=color, line=dict(color="white", width=1))),
-                      row=1, col=2)
+    measured = d["measured_speedup"]
+    fig.add_trace(dots(g, [_median(m) for m in measured], "measured", BLACK, show=False,
+                       error_y=_error_bars(measured)), row=1, col=2)
     fig.add_hline(y=1, line=dict(color=GREY, dash="dot"), row=1, col=2)
+    if d.get("position_acceptance"):
+        k = list(range(1, len(d["position_acceptance"]) + 1))
+        fig.add_trace(line(k, [d["alpha"] ** i for i in k], "i.i.d. assumption α^k", ORANGE), row=1, col=3)
+        fig.add_trace(dots(k, d["position_acceptance"], "measured by position", VERMILLION,
+                           customdata=d.get("position_steps"),
+                           hovertemplate="k=%{x}: %{y:.2f} of %{customdata} steps<extra></extra>"), row=1, col=3)
+        fig.update_xaxes(title_text="draft position k", row=1, col=3)
     fig.update_xaxes(title_text="γ", dtick=1)
-    note = f"α = {d['alpha']:.3f}, c = {d['c']:.3f} (measured) · {d.get('model', '')}"
+    c = _median(d["c"])
+    note = f"α = {d['alpha']:.3f}, c = {c:.3f} (measured on calibration runs) · {d.get('model', '')}"
     return style(fig, _subtitle(title, note), height=520, legend=LEGEND_BELOW)
 
 
@@ -187,7 +219,8 @@ def lossless_figure(d: dict) -> go.Figure:
     fig.update_xaxes(title_text=f"next {d['settings']['k']} token(s)")
     fig.update_yaxes(title_text="frequency")
     s = d["settings"]
-    note = f"N = {s['n']} per arm, T = {s['temperature']}, γ = {s['gamma']} · {d.get('model', '')}"
+    power = f", detectable TV ≥ {d['detectable_tv']:.3f}" if d.get("detectable_tv") is not None else ""
+    note = f"N = {s['n']} per arm{power}, T = {s['temperature']}, γ = {s['gamma']} · {d.get('model', '')}"
     return style(fig, _subtitle(title, note), height=520, legend=LEGEND_BELOW)
 
 

@@ -76,15 +76,43 @@ def need_draft(pair) -> None:
                                     "(n-gram drafting): load a pair with a draft model")
 
 
-def encode(pair, text: str, room: int = 0) -> list[int]:
-    """Token ids of a prompt; it must be non-empty and leave `room` positions in the context."""
+def encode(pair, text: str, room: int = 0, chat: bool | None = None) -> list[int]:
+    """Token ids of a prompt, as the Live tab tokenises it (app.validation.prompt_ids): through
+    the target's chat template when it has one (chat=None: the "auto" prompt mode,
+    validation.chat_for), so an instruction-tuned target answers a user turn instead of
+    continuing raw text. It must be non-empty and leave `room` positions in the context."""
+    from app import validation
+
     require(isinstance(text, str) and bool(text.strip()), "the prompt is empty: type some text")
-    ids = pair.tokenizer(text, add_special_tokens=False)["input_ids"]
+    chat = validation.chat_for("auto", pair.tokenizer) if chat is None else chat
+    try:  # no context limit there: the lesson's own room is checked below
+        ids = validation.prompt_ids(pair.tokenizer, text, NO_LIMIT, 0, chat)
+    except InputError as exc:
+        raise LessonError(str(exc)) from None
     require(len(ids) > 0, "the prompt encodes to no tokens: type some text")
     require(len(ids) + room <= pair.context,
             f"the prompt is {len(ids)} tokens; with {room} new ones it exceeds the model's "
             f"context of {pair.context}")
     return list(ids)
+
+
+NO_LIMIT = 1 << 40  # a context no prompt reaches (encode checks its own)
+# Lesson prompts for an instruction-tuned target (a chat template): questions it answers, sent
+# as a user turn by encode; PROMPTS are openings of the texts the embedded pair was trained on.
+CHAT_PROMPTS = (
+    "Why is the sky blue? Answer in a short paragraph.",
+    "Explain to a ten-year-old what a prime number is.",
+    "Give three tips for writing a clear email.",
+)
+
+
+def prompts_for(pair, prompts=None) -> tuple[str, ...]:
+    """`prompts` when given, else the pair's own: CHAT_PROMPTS for a target with a chat
+    template, PROMPTS (Austen and Shakespeare openings) for a continuation model."""
+    if prompts is not None:
+        return tuple(prompts)
+    from app.validation import has_chat_template
+    return CHAT_PROMPTS if has_chat_template(pair.tokenizer) else PROMPTS
 
 
 def dtype_bytes(pair) -> int:

@@ -24,10 +24,16 @@ gamma tokens per sample (gamma >= k), the target verifies all of them in one pas
 (app.speculative, the product's Algorithm 1) - or a broken variant - decides each sample. A
 sample that got fewer than k tokens (an early rejection) finishes with plain target sampling,
 which is exact, so any difference from p comes from the speculative step.
+
+Power: the noise floor (95th percentile of the relabelled TVs) is the smallest TV this N tells
+from chance; it shrinks as 1/sqrt(N). A broken variant whose exact TV (known for k = 1) is
+under the floor cannot be seen at this N: the verdict says so, with the N that would (the
+floor at 2/3 of that TV), instead of calling the sampler lossless.
 """
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 
@@ -37,7 +43,8 @@ import torch
 from app.feature_draft import head_forward, is_feature_draft, one_back
 from app.kvcache import forward, new_cache
 from app.lessons.common import (Progress, check_float, check_int, encode, need_draft, pair_label,
-                                part, require)
+                                part, prompts_for, require)
+from app.lessons.verdict import Verdict
 from app.speculative import logits_to_probs, residual, sample, verify
 
 VARIANTS = ("exact", "greedy_draft", "no_residual")
@@ -45,10 +52,15 @@ VARIANT_LABELS = {"target": "target alone", "exact": "speculative (exact)",
                   "greedy_draft": "broken: greedy draft, sampling target",
                   "no_residual": "broken: no residual (resample from p)"}
 DEFAULT_PROMPT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
-QUICK = {"n": 400, "k": 1}
+QUICK = {"n": 2000, "k": 1}  # N = 400 cannot see the no-residual bug on the embedded pair
 CHUNK = 256  # samples per batch, fewer for large vocabularies (CHUNK_FLOATS of q_draft at most)
 CHUNK_FLOATS = 1 << 25
 TOP_OUTCOMES = 12
+EDGE_P = 0.01  # the exact arm above the floor with p >= EDGE_P: 1 run in 20 lands there by chance
+CLAIM = ("speculative sampling draws from the target's distribution (TV within the noise floor), "
+         "and each broken variant moves it (TV above the floor)")
+LABELS = {"tv, noise_*, p_value, tv_to_exact, freqs": "measured (sampled on this device)",
+          "predicted_tv, exact_p": "calculated from the two models' distributions (k = 1)"}
 
 
 def verify_no_residual(draft_ids, q_draft, p_target, generator=None, greedy=False):
@@ -206,6 +218,8 @@ class ArmResult:
 class LosslessResult:
     model: str
     settings: dict
+    verdict: Verdict
+    detectable_tv: float  # the exact arm's noise floor: smaller distortions go unseen at this N
     outcomes: list[list[int]]
     outcome_texts: list[str]
     target_freqs: list[float]
@@ -214,9 +228,9 @@ class LosslessResult:
     arms: list[ArmResult]
 
     def headline(self) -> str:
-        parts = [f"{a.label}: TV **{a.tv:.3f}** ({'within' if a.consistent else 'ABOVE'} the noise floor "
+        parts = [f"{a.label}: TV **{a.tv:.3f}** ({'within' if a.consistent else 'above'} the noise floor "
                  f"{a.noise_q95:.3f})" for a in self.arms]
-        return "Measured: " + "; ".join(parts) + ". Prediction: exact ⇒ TV at the noise floor; broken ⇒ above it."
+        return f"{self.verdict.text()}\n\nMeasured: " + "; ".join(parts) + "."
 
     def summary(self) -> list[str]:
         s = self.settings
@@ -226,17 +240,55 @@ class LosslessResult:
                   + (f"  TV to exact p {a.tv_to_exact:.3f} (predicted {a.predicted_tv:.3f} + noise)"
                      if a.tv_to_exact is not None else "")
                   for a in self.arms]
+        lines += [f"{k}: {v}" for k, v in LABELS.items()]
         return lines + [self.headline().replace("**", "")]
 
     def to_dict(self) -> dict:
-        return {"lesson": "lossless", **asdict(self)}
+        return {"lesson": "lossless", **asdict(self), "verdict": self.verdict.to_dict(), "labels": dict(LABELS)}
 
 
-def lossless(pair, *, prompt: str = DEFAULT_PROMPT, n: int = 1000, k: int = 1, gamma: int = 3,
+def needed_n(n: int, floor: float, tv: float) -> int:
+    """Samples per arm at which the noise floor (∝ 1/sqrt(N)) falls to 2/3 of a TV of `tv`."""
+    return int(math.ceil(n * (1.5 * floor / tv) ** 2)) if tv > 0 else 0
+
+
+def lossless_verdict(n: int, arms: list[ArmResult]) -> tuple[bool | None, str]:
+    """Held when the exact arm is within its noise floor and each broken one above its own; not
+    held when the exact arm is clearly above (p < EDGE_P) or a broken variant the test has the
+    power to see (exact TV above 1.5 floors) stays within it; otherwise inconclusive (the exact
+    arm at the edge, or a broken variant too small for this N)."""
+    exact, broken = arms[0], arms[1:]
+    power = (f"at N = {n:,} per arm the test sees a TV above ≈ {exact.noise_q95:.3f} (its noise floor); "
+             "smaller distortions go unseen")
+    if not exact.consistent:
+        if exact.p_value < EDGE_P:
+            return False, (f"the exact sampler's TV {exact.tv:.3f} is above the noise floor {exact.noise_q95:.3f} "
+                           f"(p = {exact.p_value:.3f}): its output differs from the target's; {power}.")
+        return None, (f"the exact sampler's TV {exact.tv:.3f} is just above the floor {exact.noise_q95:.3f} "
+                      f"(p = {exact.p_value:.2f}: 1 run in 20 lands there by chance; re-run with another seed); {power}.")
+    unseen = [a for a in broken if a.consistent]
+    blind = [a for a in unseen if a.predicted_tv is None or a.predicted_tv <= 1.5 * a.noise_q95]
+    head = f"exact: TV {exact.tv:.3f} within the floor {exact.noise_q95:.3f}"
+    moved = "".join(f"; {a.variant}: TV {a.tv:.3f} above {a.noise_q95:.3f}" for a in broken if not a.consistent)
+    if not unseen:
+        return True, f"{head}{moved}; {power}."
+    if len(blind) < len(unseen):
+        missed = ", ".join(f"{a.variant} (TV {a.tv:.3f}, exact {a.predicted_tv:.3f})" for a in unseen if a not in blind)
+        return False, f"{head}{moved}; but {missed} stayed within the floor though this N can see it; {power}."
+    too_small = "; ".join(f"{a.variant}: TV {a.tv:.3f} within the floor {a.noise_q95:.3f}"
+                          + (f" - its exact TV {a.predicted_tv:.3f} is not clear of the floor; N ≈ "
+                             f"{needed_n(n, a.noise_q95, a.predicted_tv):,} would see it" if a.predicted_tv else
+                             " - this N may be too small to see it") for a in blind)
+    return None, f"{head}{moved}; {too_small}; {power}."
+
+
+def lossless(pair, *, prompt: str | None = None, n: int = 2000, k: int = 1, gamma: int = 3,
              temperature: float = 1.0, variants=VARIANTS, seed: int = 0, splits: int = 200,
              progress: Progress | None = None) -> LosslessResult:
-    """Target-only samples against each variant's speculative samples (module docstring)."""
+    """Target-only samples against each variant's speculative samples (module docstring).
+    prompt: default the pair's first (common.prompts_for: a chat question for an instruct target)."""
     need_draft(pair)
+    prompt = prompts_for(pair)[0] if prompt is None else prompt
     n, k = check_int("N (samples)", n, 10, 100_000), check_int("k (tokens)", k, 1, 4)
     gamma = check_int("gamma", gamma, k, 16)
     require(not isinstance(temperature, (int, float)) or temperature > 0,
@@ -297,7 +349,10 @@ def _compare(pair, sampler, samples, variants, settings) -> LosslessResult:
     if first:
         exact = [float(sampler.p_first[x[0]]) for x in top]
         exact.append(max(0.0, 1 - sum(exact)))
-    return LosslessResult(model=pair_label(pair), settings=settings, outcomes=[list(x) for x in top],
+    held, evidence = lossless_verdict(n, arms)
+    return LosslessResult(model=pair_label(pair), settings=settings,
+                          verdict=Verdict(CLAIM, held, evidence),  # nothing timed: no load check
+                          detectable_tv=arms[0].noise_q95, outcomes=[list(x) for x in top],
                           outcome_texts=[repr(pair.tokenizer.decode(list(x)))[1:-1] for x in top],
                           target_freqs=freqs(counts["target"]), exact_p=exact,
                           target_tv_to_exact=_tv_to(sampler.p_first, counts["target"], n) if first else None,

@@ -17,8 +17,7 @@ import gradio as gr
 import visualizations.lessons as figures
 from app.hardware import DATASHEET
 from app.lessons import LESSONS, LessonError
-from app.lessons.common import PROMPTS
-from app.lessons.lossless import DEFAULT_PROMPT, VARIANT_LABELS
+from app.lessons.lossless import VARIANT_LABELS
 from app.lessons.memory_wall import BANDWIDTH, BYTES_PER_PARAM, PARAMS, PEAK, in_unit
 from app.ui import turns
 
@@ -40,17 +39,30 @@ def parse_ints(text, name: str) -> tuple[int, ...]:
     return values
 
 
-def parse_prompts(text) -> tuple[str, ...]:
+def parse_prompts(text, empty_ok: bool = False) -> tuple[str, ...] | None:
+    """One prompt per line; empty_ok: an empty box is None (the lesson takes the pair's own
+    prompts: chat questions for an instruct target, app.lessons.common.prompts_for)."""
     prompts = tuple(line for line in str(text or "").splitlines() if line.strip())
+    if not prompts and empty_ok:
+        return None
     if not prompts:
         raise LessonError("give at least one prompt (one per line)")
     return prompts
 
 
+def lead(result) -> str:
+    """The result's headline with its verdict in plain words first ("Held on this device: …",
+    "Did not hold here: …", "Inconclusive: …", app.lessons.verdict.Verdict.text)."""
+    head, verdict = result.headline(), getattr(result, "verdict", None)
+    if verdict is not None and not head.startswith(verdict.text()):
+        head = f"{verdict.text()}\n\n{head}"
+    return head
+
+
 def result_markdown(result) -> str:
-    """The headline (measured next to predicted) and the summary table."""
+    """The verdict and headline, then the summary table."""
     lines = result.summary()[:-1]
-    return result.headline() + "\n\n```\n" + "\n".join(lines) + "\n```"
+    return lead(result) + "\n\n```\n" + "\n".join(lines) + "\n```"
 
 
 def lesson_figure(lesson, data: dict):
@@ -82,7 +94,7 @@ def run_lesson(name: str, get_pair, kwargs: dict, progress=None, request=None) -
     except (ValueError, OSError, RuntimeError) as exc:  # LessonError, InputError, ModelLoadError, ...
         raise _error(exc, request) from None
     data = result.to_dict()
-    return Shown(lesson_figure(lesson, data), result_markdown(result), data, result.headline())
+    return Shown(lesson_figure(lesson, data), result_markdown(result), data, lead(result))
 
 
 def run_tab(name: str, get_pair, to_kwargs, values: list, request=None, progress=None) -> Shown:
@@ -161,7 +173,9 @@ def _walk_handler(name: str, get_pair):
 
     def handler(request: gr.Request = None, progress=gr.Progress()):
         shown = run_lesson(name, get_pair, lesson.quick_kwargs, progress, request)
-        return f"{shown.headline}\n\n*Notice:* {lesson.notice}", gr.Plot(value=shown.figure, visible=True)
+        # the notice is what the claim predicts; the verdict above says whether this run showed it
+        return (f"{shown.headline}\n\n*What the claim predicts:* {lesson.notice}",
+                gr.Plot(value=shown.figure, visible=True))
     return handler
 
 
@@ -200,53 +214,58 @@ def _batch_tab(get_pair):
                                     "alpha": None if m else a, "steps": st, "repeats": r})
 
 
+OWN_PROMPTS = ("empty: the loaded pair's own prompts (chat questions for an instruction-tuned target, "
+               "else Austen and Shakespeare openings)")
+
+
 def _policies_tab(get_pair):
-    prompts = gr.Textbox("\n".join(PROMPTS), lines=3, label="prompts (one per line)")
+    prompts = gr.Textbox("", lines=3, label="prompts (one per line)", placeholder=OWN_PROMPTS)
     with gr.Row():
-        gamma = gr.Slider(1, 16, value=4, step=1, label="γ (fixed; heuristic start)")
-        gamma_max = gr.Slider(1, 16, value=8, step=1, label="γ max")
+        gamma = gr.Slider(1, 16, value=4, step=1, label="γ where the heuristic starts")
+        gamma_max = gr.Slider(1, 16, value=8, step=1, label="γ max (fixed depth is swept over 1…γ max)")
         threshold = gr.Slider(0, 1, value=0.4, step=0.05, label="confidence threshold")
         new = gr.Slider(4, 256, value=64, step=1, label="new tokens per prompt")
         temp = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
-        rounds = gr.Slider(1, 5, value=2, step=1, label="rounds (keep each run's fastest)")
+        rounds = gr.Slider(1, 5, value=3, step=1, label="rounds (interleaved repeats: the spread)")
     _tab("policies", get_pair, [prompts, gamma, gamma_max, threshold, new, temp, rounds],
-         lambda p, g, gm, th, n, t, r: {"prompts": parse_prompts(p), "gamma": g, "gamma_max": gm,
+         lambda p, g, gm, th, n, t, r: {"prompts": parse_prompts(p, True), "gamma": g, "gamma_max": gm,
                                         "threshold": th, "max_new_tokens": n, "temperature": t, "rounds": r})
 
 
 def _theory_tab(get_pair):
-    prompts = gr.Textbox("\n".join(PROMPTS[:2]), lines=2, label="prompts (one per line)")
+    prompts = gr.Textbox("", lines=2, label="measured prompts (one per line; α and c come from another)",
+                         placeholder=OWN_PROMPTS)
     with gr.Row():
         gammas = gr.Textbox("1,2,3,4,5,6,7,8", label="γ values")
         new = gr.Slider(4, 256, value=64, step=1, label="new tokens per prompt")
         temp = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
-        rounds = gr.Slider(1, 5, value=2, step=1, label="rounds (keep each run's fastest)")
+        rounds = gr.Slider(1, 5, value=3, step=1, label="rounds (interleaved repeats: the spread)")
     _tab("theory", get_pair, [prompts, gammas, new, temp, rounds],
-         lambda p, g, n, t, r: {"prompts": parse_prompts(p), "gammas": parse_ints(g, "γ values"),
+         lambda p, g, n, t, r: {"prompts": parse_prompts(p, True), "gammas": parse_ints(g, "γ values"),
                                 "max_new_tokens": n, "temperature": t, "rounds": r})
 
 
 def _lossless_tab(get_pair):
-    prompt = gr.Textbox(DEFAULT_PROMPT, label="prompt")
+    prompt = gr.Textbox("", label="prompt", placeholder=OWN_PROMPTS)
     with gr.Row():
-        n = gr.Number(1000, precision=0, label="N samples per arm")
+        n = gr.Number(2000, precision=0, label="N samples per arm (the noise floor shrinks as 1/√N)")
         k = gr.Slider(1, 4, value=1, step=1, label="k tokens per sample")
         gamma = gr.Slider(1, 8, value=3, step=1, label="γ")
         temp = gr.Slider(0.05, 2, value=1.0, step=0.05, label="temperature")
     broken = gr.CheckboxGroup([(VARIANT_LABELS[v], v) for v in ("greedy_draft", "no_residual")],
                               value=["greedy_draft", "no_residual"], label="break it")
     _tab("lossless", get_pair, [prompt, n, k, gamma, temp, broken],
-         lambda p, nn, kk, g, t, b: {"prompt": p, "n": nn, "k": kk, "gamma": g, "temperature": t,
+         lambda p, nn, kk, g, t, b: {"prompt": (p if str(p or "").strip() else None), "n": nn, "k": kk, "gamma": g, "temperature": t,
                                      "variants": ("exact", *b)})
 
 
 def _flops_tab(get_pair):
-    prompt = gr.Textbox(PROMPTS[0], label="prompt")
+    prompt = gr.Textbox("", label="prompt", placeholder="empty: the lesson's own prompt")
     with gr.Row():
         gamma = gr.Slider(1, 16, value=4, step=1, label="γ")
         new = gr.Slider(4, 256, value=64, step=1, label="new tokens")
     _tab("flops", get_pair, [prompt, gamma, new],
-         lambda p, g, n: {"prompt": p, "gamma": g, "max_new_tokens": n})
+         lambda p, g, n: {**({"prompt": p} if str(p or "").strip() else {}), "gamma": g, "max_new_tokens": n})
 
 
 def _memory_tab(get_pair):
