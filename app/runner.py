@@ -54,7 +54,7 @@ PROMPT_MODES = {"auto": "chat when the target has a chat template, else continua
                 "chat": "the prompt is one user message; the model writes the assistant's reply",
                 "continue": "the model continues the prompt's text"}
 
-Loader = Callable[..., object]  # (preset, device=, dtype=, ngram=) -> ModelPair
+Loader = Callable[..., object]  # (preset, device=, dtype=, ngram=, progress=) -> ModelPair
 Progress = Callable[..., None]  # (fraction, desc=message), as gr.Progress
 
 
@@ -144,13 +144,14 @@ def prepare(req: DecodeRequest, loader: Loader, progress: Progress, *, regime: b
     `progress(fraction, desc=message)` hears each stage."""
     gguf = req.preset in PRESETS and PRESETS[req.preset].kind == "gguf"
     progress(0.05, desc=f"loading model pair {req.preset}"
-             + (" (the first load dequantises the 4-bit GGUF: ~40 s, once)" if gguf else ""))
-    pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram")
+             + (" (first time only: unpacking the 4-bit weights, ~40 s)" if gguf else ""))
+    pair = loader(req.preset, device=req.device, dtype="auto", ngram=req.settings.drafter == "ngram",
+                  progress=lambda message: progress(0.1, desc=message))  # the loader's own stages
     # an instruction-tuned target answers a user turn; the others continue the text
     chat = validation.chat_for(req.prompt_mode, pair.tokenizer)
     ids = validation.prompt_ids(pair.tokenizer, req.prompt, pair.context, req.settings.max_new_tokens, chat)
     if not annotate.known(pair.device, pair.dtype):
-        progress(0.2, desc="measuring this device's roofline (once per device and dtype)")
+        progress(0.2, desc="measuring this device's memory bandwidth and matmul rate (once, ~5 s)")
     ceilings = annotate.ceilings(pair.device, pair.dtype,
                                  progress=lambda f, msg: progress(0.2 + 0.8 * f, desc=msg))
     notes = {"depth_policy": req.policy}

@@ -84,7 +84,7 @@ def server(tiny_dirs):
     from tests.support import free_port
     pairs = {}
 
-    def loader(preset, device="auto", dtype="auto", ngram=False):
+    def loader(preset, device="auto", dtype="auto", ngram=False, progress=None):
         if ngram not in pairs:
             pairs[ngram] = load_pair(tiny_dirs[0], None if ngram else tiny_dirs[1], device="cpu", ngram=ngram)
         return pairs[ngram]

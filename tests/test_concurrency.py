@@ -45,7 +45,7 @@ def server(tiny_pair):
     state = SimpleNamespace(loads=0, gate=threading.Event(), lock=threading.Lock())
     state.gate.set()
 
-    def loader(preset, device="auto", dtype="auto", ngram=False):
+    def loader(preset, device="auto", dtype="auto", ngram=False, progress=None):
         with state.lock:
             state.loads += 1
         state.gate.wait(timeout=60)

@@ -51,7 +51,7 @@ def server(tiny_pair):
     from app.ui import build_demo
     state = SimpleNamespace(pair=tiny_pair, loads=0, fail=None)
 
-    def loader(preset, device="auto", dtype="auto", ngram=False):
+    def loader(preset, device="auto", dtype="auto", ngram=False, progress=None):
         state.loads += 1
         if state.fail is not None:
             raise state.fail

@@ -123,7 +123,7 @@ def server(tiny_pair):
     from app.ui import build_demo
     state = SimpleNamespace(pair=tiny_pair, fail=None)
 
-    def loader(preset, device="auto", dtype="auto", ngram=False):
+    def loader(preset, device="auto", dtype="auto", ngram=False, progress=None):
         if state.fail is not None:
             raise state.fail
         return state.pair

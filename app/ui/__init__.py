@@ -38,7 +38,7 @@ class PairTracker:
 
     def __call__(self, preset, **kw):
         pair = self.loader(preset, **kw)
-        self.last = ((preset,), {**kw, "ngram": False})
+        self.last = ((preset,), {**{k: v for k, v in kw.items() if k != "progress"}, "ngram": False})
         return pair
 
     def current(self):
