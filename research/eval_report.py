@@ -1,0 +1,100 @@
+"""Issue 42's goals judged from measured numbers: alpha overall and per category with bootstrap
+intervals (research.eval_set.alpha_by_category), the median greedy speed-up per gamma, and each
+goal shown as met, not met, or not settled.
+
+A goal on alpha is "met" when the whole 95% interval lies at or above it, "not met" when the
+whole interval lies below it, and "not settled" when the interval straddles it: the point
+estimate alone would call a category of 16 prompts either way on noise. The speed-up goal is on
+the median over prompts of each prompt's paired speed-up (research.evaluate.speeds), so it is
+met or not met by that median, at the gamma with the highest one.
+
+    summary(rows)  -> {"alpha": alpha_by_category's table, "speedup": {...}, "goals": [...]}
+    report(rows)   -> the same as a markdown table (what RESULTS.md and the model card quote)
+
+rows: research.eval_full's JSON lines, or research.eval_set.measure's rows (no speed-ups).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from research.eval_set import alpha_by_category
+
+GOAL_ALPHA_OVERALL = 0.55       # issue 42: alpha >= 0.55 on the realistic set at T = 0.7
+GOAL_ALPHA_CATEGORY = 0.40      # ... and >= 0.40 in every category
+GOAL_SPEEDUP = 1.3              # ... and a median speed-up >= 1.3x over plain decoding
+
+
+def read_rows(path: Path | str) -> list[dict]:
+    """The rows of a JSON-lines file (blank lines skipped)."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def verdict(ci95: list, goal: float, prompts: int = 2) -> str:
+    """"met" / "not met" / "not settled" for an interval [low, high] against a lower bound;
+    "too few prompts" under 2 (one prompt's bootstrap interval is its own point)."""
+    low, high = ci95
+    if low is None:
+        return "not measured"
+    if prompts < 2:
+        return "too few prompts"
+    return "met" if low >= goal else "not met" if high < goal else "not settled"
+
+
+def speedups(rows: list[dict]) -> dict:
+    """Per gamma: the median, lowest and highest per-prompt greedy speed-up, the prompts timed
+    and whether every greedy output matched plain decoding's: {"gamma=g": {...}}."""
+    out: dict[str, dict] = {}
+    for key in sorted({k for r in rows for k in r.get("greedy", {})}, key=lambda k: int(k.split("=")[1])):
+        runs = [r["greedy"][key] for r in rows if key in r.get("greedy", {})]
+        ratios = [x["speedup"] for x in runs]
+        out[key] = {"median": round(statistics.median(ratios), 3), "range": [min(ratios), max(ratios)],
+                    "prompts": len(runs), "identical": all(x["identical"] for x in runs)}
+    return out
+
+
+def summary(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> dict:
+    """The alpha table, the speed-ups and the goals, each {"goal", "value", "verdict"}."""
+    table = alpha_by_category(rows, n_boot=n_boot, seed=seed)
+    speed = speedups(rows)
+    goals = [{"goal": f"alpha >= {GOAL_ALPHA_OVERALL} overall", "value": table["overall"]["alpha"],
+              "ci95": table["overall"]["ci95"], "verdict": verdict(table["overall"]["ci95"], GOAL_ALPHA_OVERALL, table["overall"]["prompts"])}]
+    for name, row in table.items():
+        if name != "overall":
+            goals.append({"goal": f"alpha >= {GOAL_ALPHA_CATEGORY} in {name}", "category": name, "value": row["alpha"],
+                          "ci95": row["ci95"], "verdict": verdict(row["ci95"], GOAL_ALPHA_CATEGORY, row["prompts"])})
+    if speed:
+        key = max(speed, key=lambda k: speed[k]["median"])
+        goals.append({"goal": f"median speed-up >= {GOAL_SPEEDUP}x", "value": speed[key]["median"], "at": key,
+                      "verdict": "met" if speed[key]["median"] >= GOAL_SPEEDUP else "not met"})
+    return {"alpha": table, "speedup": speed, "goals": goals}
+
+
+def _ci(ci95: list) -> str:
+    return "–" if ci95[0] is None else f"{ci95[0]:.3f}–{ci95[1]:.3f}"
+
+
+def report(rows: list[dict]) -> str:
+    """summary(rows) as markdown: alpha per category with its interval and verdict, then the
+    speed-ups, then the overall goals."""
+    s = summary(rows)
+    verdicts = {g["goal"]: g["verdict"] for g in s["goals"]}
+    lines = [f"| category | prompts | positions | α | 95% interval | α ≥ {GOAL_ALPHA_CATEGORY} |", "|---|---|---|---|---|---|"]
+    for name, row in s["alpha"].items():
+        goal = (f"alpha >= {GOAL_ALPHA_OVERALL} overall" if name == "overall"
+                else f"alpha >= {GOAL_ALPHA_CATEGORY} in {name}")
+        label = f"**overall** (goal ≥ {GOAL_ALPHA_OVERALL})" if name == "overall" else name
+        alpha = "–" if row["alpha"] is None else f"{row['alpha']:.3f}"
+        lines.append(f"| {label} | {row['prompts']} | {row['tokens']} | {alpha} | {_ci(row['ci95'])} | {verdicts[goal]} |")
+    if s["speedup"]:
+        lines += ["", "| greedy, γ | prompts | median speed-up | lowest–highest | output identical |", "|---|---|---|---|---|"]
+        for key, v in s["speedup"].items():
+            lines.append(f"| {key.split('=')[1]} | {v['prompts']} | {v['median']:.3f}× | "
+                         f"{v['range'][0]:.3f}–{v['range'][1]:.3f}× | {'yes' if v['identical'] else 'NO'} |")
+    below = [g["category"] for g in s["goals"] if "category" in g and g["verdict"] != "met"]
+    overall = [f"{g['goal']}: {g['verdict']}" for g in s["goals"] if "category" not in g]
+    overall.append(f"alpha >= {GOAL_ALPHA_CATEGORY} in every category: " +
+                   ("met" if not below else "not met or not settled in " + ", ".join(below)))
+    lines += ["", "Goals: " + "; ".join(overall) + "."]
+    return "\n".join(lines)
