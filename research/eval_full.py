@@ -15,7 +15,11 @@ round): its "speedup" per gamma is that run's tokens/s over plain decoding's sec
 and "identical" whether the greedy outputs matched token for token.
 
     nice -n 19 python -m research.eval_full --out F.jsonl [--tokens 48] [--gammas 1 2] [--fast --int8]
-    python -m research.eval_full --summary F.jsonl         # research.eval_report's table of a run
+    python -m research.eval_full --summary F.jsonl [--write J]  # the table of a run; J for the model card
+
+--write J keeps the summary (research.eval_report.summary), the run's settings, how many prompts
+it covered, the seconds they took, the CPU and the UTC date of writing: what
+research/card_smollm2.py prints in the draft's model card.
 """
 from __future__ import annotations
 
@@ -66,10 +70,31 @@ def warm_up(pair, tokens: int, gammas: tuple[int, ...], fast: bool, int8: bool) 
     speeds(pair, [pair.tokenizer("Hello.", add_special_tokens=False)["input_ids"]], 0.0, tokens, 1, gammas, fast, int8)
 
 
+def summary_doc(rows: list[dict], source: Path) -> dict:
+    """What --write keeps: the run's settings (from its rows), coverage, time, CPU, date, summary."""
+    import datetime
+
+    import torch
+
+    from app.hardware import device_info
+    from research.eval_report import summary
+    from research.eval_set import load
+    keys = ("draft", "temperature", "tokens", "fast", "int8", "mkl_cbwr", "threads")
+    settings = {k: sorted({r.get(k) for r in rows}, key=str) for k in keys}
+    if any(len(v) != 1 for v in settings.values()):
+        raise ValueError(f"{source}: rows measured with different settings: {settings}")
+    return {"source": str(source), "settings": {k: v[0] for k, v in settings.items()},
+            "prompts_done": len(rows), "prompts_in_set": len(load()),
+            "seconds": round(sum(r["seconds"] for r in rows)), "cpu": device_info("cpu")["name"],
+            "cpu_isa": torch.backends.cpu.get_cpu_capability(),
+            "written_on": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), **summary(rows)}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, help="the JSON-lines file to append to (resumes it)")
     ap.add_argument("--summary", type=Path, help="print the per-category table of a finished or partial run")
+    ap.add_argument("--write", type=Path, help="with --summary: also write it as JSON for the model card")
     ap.add_argument("--draft", type=Path, default=None, help="the draft's directory (default: the shipped draft)")
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--tokens", type=int, default=48, help="reply tokens per prompt (default 48)")
@@ -80,7 +105,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.summary:
         from research.eval_report import read_rows, report
-        print(report(read_rows(args.summary)))
+        rows = read_rows(args.summary)
+        print(report(rows))
+        if args.write:
+            args.write.write_text(json.dumps(summary_doc(rows, args.summary), indent=1) + "\n")
         return
     if args.out is None:
         ap.error("give --out FILE.jsonl (or --summary FILE.jsonl)")
@@ -92,8 +120,12 @@ def main(argv=None) -> None:
     index = {p["id"]: i for i, p in enumerate(prompts)}
     todo = [p for p in round_robin(prompts) if p["id"] not in done_ids(args.out)][:args.limit]
     pair = load_pair("cpu", args.draft)
+    import os
+
+    import torch
     settings = {"draft": str(args.draft or "shipped"), "temperature": args.temperature, "tokens": args.tokens,
-                "fast": args.fast, "int8": args.int8}
+                "fast": args.fast, "int8": args.int8, "mkl_cbwr": os.environ.get("MKL_CBWR"),
+                "threads": torch.get_num_threads()}
     if args.gammas and todo:    # builds the fast path's models outside any clock (app.fastpath.prepare)
         warm_up(pair, args.tokens, tuple(args.gammas), args.fast, args.int8)
     for p in todo:

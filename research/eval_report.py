@@ -10,6 +10,7 @@ met or not met by that median, at the gamma with the highest one.
 
     summary(rows)  -> {"alpha": alpha_by_category's table, "speedup": {...}, "goals": [...]}
     report(rows)   -> the same as a markdown table (what RESULTS.md and the model card quote)
+    markdown(s)    -> that table from a summary already made (as research.eval_full --write keeps it)
 
 rows: research.eval_full's JSON lines, or research.eval_set.measure's rows (no speed-ups).
 """
@@ -76,9 +77,13 @@ def _ci(ci95: list) -> str:
 
 
 def report(rows: list[dict]) -> str:
-    """summary(rows) as markdown: alpha per category with its interval and verdict, then the
+    """summary(rows) as markdown (markdown)."""
+    return markdown(summary(rows))
+
+
+def markdown(s: dict) -> str:
+    """A summary() as markdown: alpha per category with its interval and verdict, then the
     speed-ups, then the overall goals."""
-    s = summary(rows)
     verdicts = {g["goal"]: g["verdict"] for g in s["goals"]}
     lines = [f"| category | prompts | positions | α | 95% interval | α ≥ {GOAL_ALPHA_CATEGORY} |", "|---|---|---|---|---|---|"]
     for name, row in s["alpha"].items():

@@ -112,3 +112,30 @@ def test_measure_one_on_the_embedded_pair(embedded_pair, monkeypatch):
     assert again["alphas"] == rows[0]["alphas"] and "greedy" not in again
     s = summary(rows, n_boot=100)
     assert s["alpha"]["overall"]["prompts"] == 2 and s["speedup"]["gamma=1"]["prompts"] == 2
+
+
+def test_realistic_stage_on_the_embedded_pair(embedded_pair, monkeypatch):
+    """evaluate_smollm2.realistic: alpha per category on the first prompt of each category."""
+    from research.evaluate_smollm2 import realistic
+    monkeypatch.setattr(embedded_pair.tokenizer, "chat_template", TEMPLATE, raising=False)
+    out = realistic(embedded_pair, 1, 4)
+    assert out["prompts_per_category"] == 1 and len(out["per_prompt"]) == 9
+    assert out["alpha"]["overall"]["prompts"] == 9 and out["speedup"] == {}
+    assert all(g["verdict"] == "too few prompts" for g in out["goals"] if "category" in g)
+
+
+def test_card_section_from_a_written_summary():
+    """card_smollm2._realistic prints the summary's table, settings and coverage; nothing without it."""
+    from research.card_smollm2 import _realistic
+    from research.eval_report import markdown
+    rows = rows_with({"a": 0.6, "b": 0.3}, speedup=[1.4, 1.2])
+    doc = {"settings": {"draft": "shipped", "temperature": 0.7, "tokens": 48, "fast": True, "int8": True,
+                        "mkl_cbwr": "AVX512", "threads": 1},
+           "prompts_done": 8, "prompts_in_set": 148, "seconds": 600, "cpu": "AMD EPYC", "cpu_isa": "AVX512",
+           "written_on": "2000-01-02", **summary(rows)}
+    text = _realistic(doc)
+    assert markdown(doc) in text and "2000-01-02" in text and "8 of the 148" in text
+    assert "`MKL_CBWR=AVX512 python -m research.eval_full --tokens 48 --gammas 1 2 --fast --int8`" in text
+    assert "cut evenly across categories" in text and "{" not in text
+    assert _realistic(None) == ""
+    assert "cut evenly" not in _realistic({**doc, "prompts_done": 148})
