@@ -55,8 +55,22 @@ def speedups(rows: list[dict]) -> dict:
     return out
 
 
+def agreement(rows: list[dict]) -> dict:
+    """Token-weighted greedy agreement (argmax q = argmax p over the reply positions) per
+    category and overall, from rows that carry "greedy_agreement" and "positions"; {} if none do."""
+    rows = [r for r in rows if r.get("greedy_agreement") is not None and r.get("positions")]
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        for name in (r["category"], "overall"):
+            acc = out.setdefault(name, [0.0, 0])
+            acc[0] += r["greedy_agreement"] * r["positions"]
+            acc[1] += r["positions"]
+    return {k: round(v[0] / v[1], 4) for k, v in sorted(out.items(), key=lambda kv: kv[0] == "overall")}
+
+
 def summary(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> dict:
-    """The alpha table, the speed-ups and the goals, each {"goal", "value", "verdict"}."""
+    """The alpha table, the greedy agreement, the speed-ups and the goals, each {"goal",
+    "value", "verdict"}."""
     table = alpha_by_category(rows, n_boot=n_boot, seed=seed)
     speed = speedups(rows)
     goals = [{"goal": f"alpha >= {GOAL_ALPHA_OVERALL} overall", "value": table["overall"]["alpha"],
@@ -69,7 +83,7 @@ def summary(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> dict:
         key = max(speed, key=lambda k: speed[k]["median"])
         goals.append({"goal": f"median speed-up >= {GOAL_SPEEDUP}x", "value": speed[key]["median"], "at": key,
                       "verdict": "met" if speed[key]["median"] >= GOAL_SPEEDUP else "not met"})
-    return {"alpha": table, "speedup": speed, "goals": goals}
+    return {"alpha": table, "greedy_agreement": agreement(rows), "speedup": speed, "goals": goals}
 
 
 def _ci(ci95: list) -> str:
@@ -85,13 +99,17 @@ def markdown(s: dict) -> str:
     """A summary() as markdown: alpha per category with its interval and verdict, then the
     speed-ups, then the overall goals."""
     verdicts = {g["goal"]: g["verdict"] for g in s["goals"]}
-    lines = [f"| category | prompts | positions | α | 95% interval | α ≥ {GOAL_ALPHA_CATEGORY} |", "|---|---|---|---|---|---|"]
+    agree = s.get("greedy_agreement") or {}
+    lines = [f"| category | prompts | positions | α | 95% interval | α ≥ {GOAL_ALPHA_CATEGORY} | greedy agreement |",
+             "|---|---|---|---|---|---|---|"]
     for name, row in s["alpha"].items():
         goal = (f"alpha >= {GOAL_ALPHA_OVERALL} overall" if name == "overall"
                 else f"alpha >= {GOAL_ALPHA_CATEGORY} in {name}")
         label = f"**overall** (goal ≥ {GOAL_ALPHA_OVERALL})" if name == "overall" else name
         alpha = "–" if row["alpha"] is None else f"{row['alpha']:.3f}"
-        lines.append(f"| {label} | {row['prompts']} | {row['tokens']} | {alpha} | {_ci(row['ci95'])} | {verdicts[goal]} |")
+        agreed = f"{agree[name]:.3f}" if name in agree else "–"
+        lines.append(f"| {label} | {row['prompts']} | {row['tokens']} | {alpha} | {_ci(row['ci95'])} | {verdicts[goal]} "
+                     f"| {agreed} |")
     if s["speedup"]:
         lines += ["", "| greedy, γ | prompts | median speed-up | lowest–highest | output identical |", "|---|---|---|---|---|"]
         for key, v in s["speedup"].items():

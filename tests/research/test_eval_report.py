@@ -62,6 +62,16 @@ def test_no_speed_rows_means_no_speed_goal():
     assert speedups([]) == {}
 
 
+def test_greedy_agreement_is_token_weighted():
+    rows = [{"category": "a", "alphas": [0.5] * 10, "positions": 10, "greedy_agreement": 0.2},
+            {"category": "a", "alphas": [0.5] * 30, "positions": 30, "greedy_agreement": 0.6},
+            {"category": "b", "alphas": [0.5] * 20, "positions": 20, "greedy_agreement": 1.0}]
+    s = summary(rows, n_boot=50)
+    assert s["greedy_agreement"] == {"a": 0.5, "b": 1.0, "overall": pytest.approx((2 + 18 + 20) / 60, abs=1e-4)}
+    assert list(s["greedy_agreement"])[-1] == "overall"
+    assert "| a | 2 | 40 | 0.500 | 0.500–0.500 | met | 0.500 |" in report(rows)
+
+
 def test_speedups_flag_a_mismatch():
     rows = rows_with({"a": 0.6}, prompts=2, speedup=[1.4])
     rows[1]["greedy"]["gamma=2"]["identical"] = False
@@ -75,8 +85,8 @@ def test_report_markdown(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
     assert read_rows(path) == rows
     text = report(rows)
-    assert "| a | 4 | 40 | 0.600 | 0.600–0.600 | met |" in text
-    assert "| b | 4 | 40 | 0.300 | 0.300–0.300 | not met |" in text
+    assert "| a | 4 | 40 | 0.600 | 0.600–0.600 | met | – |" in text
+    assert "| b | 4 | 40 | 0.300 | 0.300–0.300 | not met | – |" in text
     assert "| 1 | 8 | 1.300× | 1.200–1.400× | yes |" in text
     assert "median speed-up >= 1.3x: met" in text
     assert "every category: not met or not settled in b" in text
