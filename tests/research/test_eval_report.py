@@ -145,7 +145,9 @@ def test_card_section_from_a_written_summary():
            "written_on": "2000-01-02", **summary(rows)}
     text = _realistic(doc)
     assert markdown(doc) in text and "2000-01-02" in text and "8 of the 148" in text
-    assert "`MKL_CBWR=AVX512 python -m research.eval_full --tokens 48 --gammas 1 2 --fast --int8`" in text
-    assert "cut evenly across categories" in text and "{" not in text
+    assert "`MKL_CBWR=AVX512 python -m research.eval_full --tokens 48 --fast --int8`" in text
+    assert "stopped when its time ran out" in text and "{" not in text
+    assert "With `--gammas 1 2` the first 8 prompts of the run (4 of every category)" in text
     assert _realistic(None) == ""
-    assert "cut evenly" not in _realistic({**doc, "prompts_done": 148})
+    assert "ran out" not in _realistic({**doc, "prompts_done": 148})
+    assert "--gammas" not in _realistic({**doc, "speedup": {}})
