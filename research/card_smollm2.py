@@ -173,25 +173,32 @@ below, not settled when it straddles it.
 
 """
 
-SPEED_NOTE = """With `--gammas {gammas}` the first {n} prompts of the run ({per} of every category) were
-also decoded greedily, plain and speculative at each γ back to back{fast}, {tokens} tokens: a
-prompt's speed-up is its speculative tokens/s over plain decoding's seconds earlier, and the
-median is over those prompts. The machine was shared with other jobs, so single ratios scatter
-widely; the median is the number to read.
+SPEED_NOTE = """Greedy speed-ups: {command} decoded the first {n} prompts of the run's order ({per} of
+every category) greedily, plain and speculative at each γ back to back{fast}, {tokens} tokens,
+{rounds}: a prompt's speed-up is the median over its rounds of its speculative tokens/s over
+plain decoding's seconds earlier, and the table's median is over those prompts. The machine was
+shared with other jobs, so single ratios scatter widely; the median is the number to read.
 """
 
 
 def _speed_note(doc: dict) -> str:
-    """The paragraph on the greedy speed-ups, "" when the run timed none."""
+    """The paragraph on the greedy speed-ups, "" when no run timed any."""
     speed = doc.get("speedup") or {}
     if not speed:
         return ""
+    st = doc.get("speed_settings") or doc["settings"]
     n = max(v["prompts"] for v in speed.values())
     cats = len([k for k in doc["alpha"] if k != "overall"])
     per = f"{n // cats}" if n % cats == 0 else f"{n // cats}–{n // cats + 1}"
-    return "\n" + SPEED_NOTE.format(gammas=" ".join(k.split("=")[1] for k in speed), n=n, per=per,
-                                    tokens=doc["settings"]["tokens"],
-                                    fast=" on the fast path" if doc["settings"]["fast"] else "")
+    gammas, rounds = " ".join(k.split("=")[1] for k in speed), st.get("rounds") or 1
+    flags = (" --fast" if st["fast"] else "") + (" --int8" if st["int8"] else "")
+    env = f"MKL_CBWR={st['mkl_cbwr']} " if st.get("mkl_cbwr") else ""
+    command = (f"`{env}python -m research.eval_full --speed-only --gammas {gammas} --rounds {rounds} "
+               f"--tokens {st['tokens']}{flags}` ({doc['speed_seconds'] / 60:.0f} min)" if "speed_settings" in doc
+               else f"the same run, with `--gammas {gammas}` for its first prompts,")
+    return "\n" + SPEED_NOTE.format(command=command, n=n, per=per, tokens=st["tokens"],
+                                    rounds=f"{rounds} round{'s' if rounds > 1 else ''}",
+                                    fast=" on the fast path" if st["fast"] else "")
 
 
 def _realistic(doc: dict | None) -> str:

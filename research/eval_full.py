@@ -47,15 +47,17 @@ def done_ids(path: Path) -> set[str]:
 
 
 def measure_one(pair, prompt: dict, index: int, temperature: float, tokens: int, gammas: tuple[int, ...],
-                fast: bool, int8: bool) -> dict:
-    """One prompt's row: research.eval_set.measure's (seed = index) plus, with gammas, the
-    greedy speed-ups {"gamma=g": {"speedup", "identical"}} and plain decoding's tokens/s."""
+                fast: bool, int8: bool, rounds: int = 1, alpha: bool = True) -> dict:
+    """One prompt's row: research.eval_set.measure's (seed = index; without alpha only its id
+    and category) plus, with gammas, the greedy speed-ups {"gamma=g": {"speedup", "identical"}}
+    over `rounds` rounds (the median of the rounds' paired ratios) and plain decoding's tokens/s."""
     from research.eval_set import chat_ids, measure
     from research.evaluate import speeds
     t0 = time.time()
-    row = measure(pair, [prompt], temperature, tokens, seed=index, int8=int8)[0]
+    row = (measure(pair, [prompt], temperature, tokens, seed=index, int8=int8)[0] if alpha
+           else {"id": prompt["id"], "category": prompt["category"]})
     if gammas:
-        table = speeds(pair, [chat_ids(pair.tokenizer, prompt["messages"])], 0.0, tokens, 1, gammas, fast, int8)
+        table = speeds(pair, [chat_ids(pair.tokenizer, prompt["messages"])], 0.0, tokens, rounds, gammas, fast, int8)
         row["plain_tokens_per_s"] = table["plain"]["tokens_per_s"]
         row["greedy"] = {f"gamma={g}": {"speedup": table[f"gamma={g}"]["speedup"],
                                         "identical": table[f"gamma={g}"]["identical_to_plain"]} for g in gammas}
@@ -70,8 +72,10 @@ def warm_up(pair, tokens: int, gammas: tuple[int, ...], fast: bool, int8: bool) 
     speeds(pair, [pair.tokenizer("Hello.", add_special_tokens=False)["input_ids"]], 0.0, tokens, 1, gammas, fast, int8)
 
 
-def summary_doc(rows: list[dict], source: Path) -> dict:
-    """What --write keeps: the run's settings (from its rows), coverage, time, CPU, date, summary."""
+def summary_doc(rows: list[dict], source: Path, speed_rows: list[dict] | None = None,
+                speed_source: Path | None = None) -> dict:
+    """What --write keeps: the run's settings (from its rows), coverage, time, CPU, date, summary;
+    with speed_rows, the speed-ups come from that run, and its settings are kept beside."""
     import datetime
 
     import torch
@@ -79,15 +83,24 @@ def summary_doc(rows: list[dict], source: Path) -> dict:
     from app.hardware import device_info
     from research.eval_report import summary
     from research.eval_set import load
-    keys = ("draft", "temperature", "tokens", "fast", "int8", "mkl_cbwr", "threads")
-    settings = {k: sorted({r.get(k) for r in rows}, key=str) for k in keys}
-    if any(len(v) != 1 for v in settings.values()):
-        raise ValueError(f"{source}: rows measured with different settings: {settings}")
-    return {"source": str(source), "settings": {k: v[0] for k, v in settings.items()},
+    extra = {}
+    if speed_rows is not None:
+        extra = {"speed_source": str(speed_source), "speed_settings": _settings(speed_rows, speed_source),
+                 "speed_seconds": round(sum(r["seconds"] for r in speed_rows))}
+    return {"source": str(source), "settings": _settings(rows, source), **extra,
             "prompts_done": len(rows), "prompts_in_set": len(load()),
             "seconds": round(sum(r["seconds"] for r in rows)), "cpu": device_info("cpu")["name"],
             "cpu_isa": torch.backends.cpu.get_cpu_capability(),
-            "written_on": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), **summary(rows)}
+            "written_on": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), **summary(rows, speed_rows=speed_rows)}
+
+
+def _settings(rows: list[dict], source) -> dict:
+    """The settings every row of a run shares (ValueError if they differ)."""
+    keys = ("draft", "temperature", "tokens", "fast", "int8", "mkl_cbwr", "threads", "rounds")
+    settings = {k: sorted({r.get(k) for r in rows}, key=str) for k in keys}
+    if any(len(v) != 1 for v in settings.values()):
+        raise ValueError(f"{source}: rows measured with different settings: {settings}")
+    return {k: v[0] for k, v in settings.items()}
 
 
 def main(argv=None) -> None:
@@ -102,18 +115,25 @@ def main(argv=None) -> None:
     ap.add_argument("--fast", action="store_true", help="speed runs on the fast path (app.fastpath)")
     ap.add_argument("--int8", action="store_true", help="the draft with int8 weights (alpha and speed)")
     ap.add_argument("--limit", type=int, default=None, help="stop after this many new prompts")
+    ap.add_argument("--rounds", type=int, default=1, help="speed runs per prompt (median of their ratios)")
+    ap.add_argument("--speed-only", action="store_true", help="time the speed-ups only, no alpha")
+    ap.add_argument("--speed", type=Path, default=None,
+                    help="with --summary: take the speed-ups from this run (a --speed-only one) instead")
     args = ap.parse_args(argv)
     if args.summary:
         from research.eval_report import read_rows, report
         rows = read_rows(args.summary)
-        print(report(rows))
+        speed_rows = read_rows(args.speed) if args.speed else None
+        print(report(rows, speed_rows))
         if args.write:
-            args.write.write_text(json.dumps(summary_doc(rows, args.summary), indent=1) + "\n")
+            args.write.write_text(json.dumps(summary_doc(rows, args.summary, speed_rows, args.speed), indent=1) + "\n")
         return
     if args.out is None:
         ap.error("give --out FILE.jsonl (or --summary FILE.jsonl)")
     if not 0 < args.temperature <= 2 or not 1 <= args.tokens <= 512 or any(g < 1 for g in args.gammas):
         ap.error("--temperature must be in (0, 2], --tokens in 1..512, --gammas >= 1")
+    if args.rounds < 1 or (args.speed_only and not args.gammas):
+        ap.error("--rounds must be >= 1, and --speed-only needs --gammas")
     from research.eval_set import load
     from research.evaluate_smollm2 import load as load_pair
     prompts = load()
@@ -125,15 +145,16 @@ def main(argv=None) -> None:
     import torch
     settings = {"draft": str(args.draft or "shipped"), "temperature": args.temperature, "tokens": args.tokens,
                 "fast": args.fast, "int8": args.int8, "mkl_cbwr": os.environ.get("MKL_CBWR"),
-                "threads": torch.get_num_threads()}
+                "threads": torch.get_num_threads(), "rounds": args.rounds}
     if args.gammas and todo:    # builds the fast path's models outside any clock (app.fastpath.prepare)
         warm_up(pair, args.tokens, tuple(args.gammas), args.fast, args.int8)
     for p in todo:
         row = {**measure_one(pair, p, index[p["id"]], args.temperature, args.tokens, tuple(args.gammas),
-                             args.fast, args.int8), **settings}
+                             args.fast, args.int8, args.rounds, not args.speed_only), **settings}
         with args.out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
-        print(f"{row['id']}: alpha {row['alpha']} over {row['positions']} in {row['seconds']} s", flush=True)
+        print(f"{row['id']}: alpha {row.get('alpha')} over {row.get('positions')}, speed-ups {row.get('greedy')} "
+              f"in {row['seconds']} s", flush=True)
 
 
 if __name__ == "__main__":

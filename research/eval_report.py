@@ -68,11 +68,11 @@ def agreement(rows: list[dict]) -> dict:
     return {k: round(v[0] / v[1], 4) for k, v in sorted(out.items(), key=lambda kv: kv[0] == "overall")}
 
 
-def summary(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> dict:
-    """The alpha table, the greedy agreement, the speed-ups and the goals, each {"goal",
-    "value", "verdict"}."""
+def summary(rows: list[dict], n_boot: int = 2000, seed: int = 0, speed_rows: list[dict] | None = None) -> dict:
+    """The alpha table, the greedy agreement, the speed-ups (from speed_rows where given, else
+    from rows) and the goals, each {"goal", "value", "verdict"}."""
     table = alpha_by_category(rows, n_boot=n_boot, seed=seed)
-    speed = speedups(rows)
+    speed = speedups(rows if speed_rows is None else speed_rows)
     goals = [{"goal": f"alpha >= {GOAL_ALPHA_OVERALL} overall", "value": table["overall"]["alpha"],
               "ci95": table["overall"]["ci95"], "verdict": verdict(table["overall"]["ci95"], GOAL_ALPHA_OVERALL, table["overall"]["prompts"])}]
     for name, row in table.items():
@@ -90,9 +90,9 @@ def _ci(ci95: list) -> str:
     return "–" if ci95[0] is None else f"{ci95[0]:.3f}–{ci95[1]:.3f}"
 
 
-def report(rows: list[dict]) -> str:
-    """summary(rows) as markdown (markdown)."""
-    return markdown(summary(rows))
+def report(rows: list[dict], speed_rows: list[dict] | None = None) -> str:
+    """summary(rows, speed_rows=speed_rows) as markdown (markdown)."""
+    return markdown(summary(rows, speed_rows=speed_rows))
 
 
 def markdown(s: dict) -> str:

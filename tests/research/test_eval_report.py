@@ -120,6 +120,9 @@ def test_measure_one_on_the_embedded_pair(embedded_pair, monkeypatch):
         assert all(v["identical"] and v["speedup"] > 0 for v in row["greedy"].values())
     again = measure_one(embedded_pair, prompts[0], 0, 0.7, 8, (), False, False)
     assert again["alphas"] == rows[0]["alphas"] and "greedy" not in again
+    speed_only = measure_one(embedded_pair, prompts[0], 0, 0.7, 8, (1,), False, False, rounds=2, alpha=False)
+    assert set(speed_only) == {"id", "category", "greedy", "plain_tokens_per_s", "seconds"}
+    assert speed_only["greedy"]["gamma=1"]["identical"]
     s = summary(rows, n_boot=100)
     assert s["alpha"]["overall"]["prompts"] == 2 and s["speedup"]["gamma=1"]["prompts"] == 2
 
@@ -147,7 +150,21 @@ def test_card_section_from_a_written_summary():
     assert markdown(doc) in text and "2000-01-02" in text and "8 of the 148" in text
     assert "`MKL_CBWR=AVX512 python -m research.eval_full --tokens 48 --fast --int8`" in text
     assert "stopped when its time ran out" in text and "{" not in text
-    assert "With `--gammas 1 2` the first 8 prompts of the run (4 of every category)" in text
+    assert "with `--gammas 1 2` for its first prompts, decoded the first 8 prompts of the run's order (4 of" in text
     assert _realistic(None) == ""
     assert "ran out" not in _realistic({**doc, "prompts_done": 148})
     assert "--gammas" not in _realistic({**doc, "speedup": {}})
+    speed_run = {**doc, "speed_settings": {**doc["settings"], "rounds": 3}, "speed_seconds": 120}
+    assert ("`MKL_CBWR=AVX512 python -m research.eval_full --speed-only --gammas 1 2 --rounds 3 --tokens 48 "
+            "--fast --int8` (2 min)") in _realistic(speed_run)
+    assert "3 rounds:" in _realistic(speed_run)
+
+
+def test_summary_takes_speed_ups_from_a_separate_run():
+    alpha_rows = rows_with({"a": 0.6, "b": 0.7}, speedup=[9.0])
+    speed_rows = [{"id": r["id"], "category": r["category"], "greedy": r["greedy"]}
+                  for r in rows_with({"a": 0.6}, prompts=3, speedup=[1.1, 1.2, 1.6])]
+    s = summary(alpha_rows, n_boot=50, speed_rows=speed_rows)
+    assert s["speedup"]["gamma=1"]["median"] == 1.2 and s["speedup"]["gamma=1"]["prompts"] == 3
+    assert s["goals"][-1]["verdict"] == "not met"
+    assert summary(alpha_rows, n_boot=50)["speedup"]["gamma=1"]["median"] == 9.0
