@@ -159,7 +159,7 @@ REALISTIC = Path(__file__).with_name("runs") / "eval_full_shipped.json"
 REALISTIC_SECTION = """## Evaluation on realistic requests (issue 42)
 
 Measured on {date} (UTC) by `{env}python -m research.eval_full --tokens {tokens}{flags}` on this
-project's 2-core {cpu} ({isa}), {threads} torch thread(s), `nice -n 19` on a machine shared with
+project's 2-core {cpu} ({isa}), torch threads: {threads}, `nice -n 19` on a machine shared with
 other jobs, {minutes} min of measuring: {done} of the {total} hand-written requests of
 `research/eval_prompts.json` ({categories}; written for this set, none of them a training
 prompt){cut}. The target answered each through its chat template, sampling up to {tokens} tokens
@@ -167,7 +167,9 @@ at T = {temperature}; α is the mean over those reply positions of Σₓ min(p, 
 for this draft{int8}; greedy agreement is argmax q = argmax p over the same positions.
 Intervals: 95% bootstrap over prompts within each category, stratified by category overall.
 Issue 42's goals: met when the whole interval lies at or above the goal, not met when it lies
-below, not settled when it straddles it.
+below, not settled when it straddles it. This draft learned from replies to template prompts
+only (the data section below); `research/RESULTS.md` records what the set shows about where α
+is lost.
 {speed}
 {table}
 

@@ -17,6 +17,7 @@ rows: research.eval_full's JSON lines, or research.eval_set.measure's rows (no s
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -119,5 +120,6 @@ def markdown(s: dict) -> str:
     overall = [f"{g['goal']}: {g['verdict']}" for g in s["goals"] if "category" not in g]
     overall.append(f"alpha >= {GOAL_ALPHA_CATEGORY} in every category: " +
                    ("met" if not below else "not met or not settled in " + ", ".join(below)))
-    lines += ["", "Goals: " + "; ".join(overall) + "."]
+    text = "; ".join(overall).replace("alpha >= ", "α ≥ ").replace("speed-up >= ", "speed-up ≥ ")
+    lines += ["", "Goals: " + re.sub(r"(\d)x:", r"\1×:", text) + "."]
     return "\n".join(lines)

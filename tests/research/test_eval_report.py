@@ -88,8 +88,8 @@ def test_report_markdown(tmp_path):
     assert "| a | 4 | 40 | 0.600 | 0.600–0.600 | met | – |" in text
     assert "| b | 4 | 40 | 0.300 | 0.300–0.300 | not met | – |" in text
     assert "| 1 | 8 | 1.300× | 1.200–1.400× | yes |" in text
-    assert "median speed-up >= 1.3x: met" in text
-    assert "every category: not met or not settled in b" in text
+    assert "median speed-up ≥ 1.3×: met" in text and "α ≥ 0.55 overall: not met" in text
+    assert "every category: not met or not settled in b." in text
 
 
 def test_round_robin_and_resume(tmp_path):
