@@ -1,6 +1,7 @@
 """research.eval_report: issue 42's goals judged from synthetic per-prompt rows (no model), and
 research.eval_full's ordering and resumption."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,17 @@ def test_summary_takes_speed_ups_from_a_separate_run():
     assert s["speedup"]["gamma=1"]["median"] == 1.2 and s["speedup"]["gamma=1"]["prompts"] == 3
     assert s["goals"][-1]["verdict"] == "not met"
     assert summary(alpha_rows, n_boot=50)["speedup"]["gamma=1"]["median"] == 9.0
+
+
+def test_the_shipped_card_quotes_the_committed_realistic_run():
+    """demo_models/smollm2_draft/README.md carries the table of research/runs/eval_full_shipped.json,
+    and that summary is what its JSON lines give (no model needed)."""
+    from app.assets import SMOLLM2_DRAFT_DIR
+    from research.card_smollm2 import REALISTIC, _realistic
+    from research.eval_report import markdown
+    doc = json.loads(REALISTIC.read_text())
+    assert _realistic(doc) in (SMOLLM2_DRAFT_DIR / "README.md").read_text()
+    alpha_rows = read_rows(REALISTIC.parent / "eval_full_shipped.jsonl")
+    speed_rows = read_rows(REALISTIC.parent / Path(doc["speed_source"]).name) if doc.get("speed_source") else None
+    assert markdown(summary(alpha_rows, speed_rows=speed_rows)) == markdown(doc)
+    assert doc["prompts_done"] == len(alpha_rows)
