@@ -167,9 +167,9 @@ at T = {temperature}; α is the mean over those reply positions of Σₓ min(p, 
 for this draft{int8}; greedy agreement is argmax q = argmax p over the same positions.
 Intervals: 95% bootstrap over prompts within each category, stratified by category overall.
 Issue 42's goals: met when the whole interval lies at or above the goal, not met when it lies
-below, not settled when it straddles it. This draft learned from replies to template prompts
-only (the data section below); `research/RESULTS.md` records what the set shows about where α
-is lost.
+below, not settled when it straddles it. This draft learned from the target's replies to the
+prompts of `research/prompts.py`, almost all of them task templates over topic lists (the data
+section below); `research/RESULTS.md` records what this set shows about where α is lost.
 {speed}
 {table}
 
