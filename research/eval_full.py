@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def _settings(rows: list[dict], source) -> dict:
     return {k: v[0] for k, v in settings.items()}
 
 
-def main(argv=None) -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, help="the JSON-lines file to append to (resumes it)")
     ap.add_argument("--summary", type=Path, help="print the per-category table of a finished or partial run")
@@ -119,6 +120,11 @@ def main(argv=None) -> None:
     ap.add_argument("--speed-only", action="store_true", help="time the speed-ups only, no alpha")
     ap.add_argument("--speed", type=Path, default=None,
                     help="with --summary: take the speed-ups from this run (a --speed-only one) instead")
+    return ap
+
+
+def main(argv=None) -> None:
+    ap = parser()
     args = ap.parse_args(argv)
     if args.summary:
         from research.eval_report import read_rows, report
@@ -134,15 +140,19 @@ def main(argv=None) -> None:
         ap.error("--temperature must be in (0, 2], --tokens in 1..512, --gammas >= 1")
     if args.rounds < 1 or (args.speed_only and not args.gammas):
         ap.error("--rounds must be >= 1, and --speed-only needs --gammas")
+    run(args)
+
+
+def run(args) -> None:
+    """Measure the prompts of the set not yet in args.out, in round-robin order, appending rows."""
+    import torch
+
     from research.eval_set import load
     from research.evaluate_smollm2 import load as load_pair
     prompts = load()
     index = {p["id"]: i for i, p in enumerate(prompts)}
     todo = [p for p in round_robin(prompts) if p["id"] not in done_ids(args.out)][:args.limit]
     pair = load_pair("cpu", args.draft)
-    import os
-
-    import torch
     settings = {"draft": str(args.draft or "shipped"), "temperature": args.temperature, "tokens": args.tokens,
                 "fast": args.fast, "int8": args.int8, "mkl_cbwr": os.environ.get("MKL_CBWR"),
                 "threads": torch.get_num_threads(), "rounds": args.rounds}
