@@ -4,8 +4,6 @@ import json
 import re
 from collections import Counter
 
-import pytest
-
 from research import diverse_prompts
 from research.diverse_prompts import prompts, task_forms
 from research.eval_set import load as load_eval
