@@ -155,6 +155,8 @@ replies it trained on, {seen}: fresh replies left little to memorise.
 
 # research.eval_full --summary ... --write: the shipped draft on the realistic evaluation set
 REALISTIC = Path(__file__).with_name("runs") / "eval_full_shipped.json"
+# research.vocab_coverage on that run's replies: the kept tokens' share of the target's mass
+COVERAGE = Path(__file__).with_name("runs") / "vocab_coverage_shipped.jsonl"
 
 REALISTIC_SECTION = """## Evaluation on realistic requests (issue 42)
 
@@ -172,7 +174,7 @@ prompts of `research/prompts.py`, almost all of them task templates over topic l
 section below); `research/RESULTS.md` records what this set shows about where α is lost.
 {speed}
 {table}
-
+{coverage}
 """
 
 SPEED_NOTE = """Greedy speed-ups: {command} decoded the first {n} prompts of the run's order ({per} of
@@ -203,7 +205,22 @@ def _speed_note(doc: dict) -> str:
                                     fast=" on the fast path" if st["fast"] else "")
 
 
-def _realistic(doc: dict | None) -> str:
+def _coverage(rows: list[dict] | None) -> str:
+    """A paragraph on the kept vocabulary's share of the target's mass per category, from
+    research.vocab_coverage's rows; "" without them."""
+    if not rows:
+        return ""
+    from research.vocab_coverage import summarise
+    s = summarise(rows)
+    key = next(k for k in s["overall"] if k.startswith("mass_T=") and k != "mass_T=1.0")
+    cats = sorted((k for k in s if k != "overall"), key=lambda k: s[k][key])
+    parts = ", ".join(f"{k} {s[k][key]:.3f}" for k in cats)
+    return (f"\nOn the same replies the kept tokens hold {s['overall'][key]:.3f} of the target's probability at "
+            f"T = {key.split('=')[1]} (`python -m research.vocab_coverage`, {len(rows)} replies, each resampled "
+            f"exactly): {parts}. That caps α per position before the draft's own error.\n")
+
+
+def _realistic(doc: dict | None, coverage_rows: list[dict] | None = None) -> str:
     """The realistic-set section from research.eval_full --write's JSON; "" without it."""
     if not doc:
         return ""
@@ -220,7 +237,7 @@ def _realistic(doc: dict | None) -> str:
         env=f"MKL_CBWR={st['mkl_cbwr']} " if st.get("mkl_cbwr") else "", minutes=f"{doc['seconds'] / 60:.0f}",
         done=doc["prompts_done"], total=doc["prompts_in_set"], categories=", ".join(cats), cut=cut,
         int8=" with int8 weights, as the fast path runs it" if st["int8"] else "",
-        speed=_speed_note(doc), table=markdown(doc))
+        speed=_speed_note(doc), table=markdown(doc), coverage=_coverage(coverage_rows))
 
 
 def _alpha(own: dict) -> str:
@@ -416,7 +433,7 @@ def _versus_previous(cmp: dict | None) -> str:
 
 
 def values(train: dict, evs: list[dict | None], compared: dict | None = None,
-           previous: dict | None = None, realistic: dict | None = None) -> dict:
+           previous: dict | None = None, realistic: dict | None = None, coverage_rows: list[dict] | None = None) -> dict:
     cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
     size = sum(f.stat().st_size for f in SMOLLM2_DRAFT_DIR.iterdir() if f.is_file() and f.suffix != ".md")
     first = next(ev for ev in evs if ev)
@@ -427,7 +444,7 @@ def values(train: dict, evs: list[dict | None], compared: dict | None = None,
                  f"heads of {cfg['head_dim']}, SwiGLU MLP {cfg['intermediate_size']}, {cfg['vocab_size']:,} embedding rows"),
         "kept": f"{len(cfg.get('draft_vocab_ids', [])):,}", "top_k": train["top_k"],
         "cov_mass": f"{coverage['mass']:.1%}", "cov_argmax": f"{coverage['argmax']:.1%}",
-        "training": _training(train), **_calibration(train), "realistic": _realistic(realistic),
+        "training": _training(train), **_calibration(train), "realistic": _realistic(realistic, coverage_rows),
         "eval_threads": first["threads"], "torch": first["torch"],
         "eval_head": _eval_head(), "eval_rows": _alpha_rows(evs),
         "all_prompts": _versus_previous(previous) + _all_prompts(compared),
@@ -448,7 +465,10 @@ def main() -> None:
     compared, previous = (json.loads(p.read_text()) if p.is_file() else None
                           for p in (SMOLLM2_DRAFT_DIR / f"compare_{n}.json" for n in ("int8", "previous")))
     realistic = json.loads(REALISTIC.read_text()) if REALISTIC.is_file() else None
-    (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs, compared, previous, realistic)))
+    coverage = ([json.loads(line) for line in COVERAGE.read_text().splitlines() if line.strip()]
+                if COVERAGE.is_file() else None)
+    (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs, compared, previous, realistic,
+                                                                     coverage)))
     print(f"wrote {SMOLLM2_DRAFT_DIR / 'README.md'}")
 
 

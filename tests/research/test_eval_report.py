@@ -153,6 +153,11 @@ def test_card_section_from_a_written_summary():
     assert "stopped when its time ran out" in text and "{" not in text
     assert "with `--gammas 1 2` for its first prompts, decoded the first 8 prompts of the run's order (4 of" in text
     assert _realistic(None) == ""
+    cov = [{"category": "a", "positions": 10, "mass_T=0.7": 0.9, "mass_T=1.0": 0.8, "argmax_kept": 1.0},
+           {"category": "b", "positions": 30, "mass_T=0.7": 0.5, "mass_T=1.0": 0.4, "argmax_kept": 0.5}]
+    with_cov = _realistic(doc, cov)
+    assert "kept tokens hold 0.600 of the target's probability at T = 0.7" in with_cov
+    assert "2 replies, each resampled exactly): b 0.500, a 0.900." in with_cov
     assert "ran out" not in _realistic({**doc, "prompts_done": 148})
     assert "--gammas" not in _realistic({**doc, "speedup": {}})
     speed_run = {**doc, "speed_settings": {**doc["settings"], "rounds": 3}, "speed_seconds": 120}
@@ -175,10 +180,12 @@ def test_the_shipped_card_quotes_the_committed_realistic_run():
     """demo_models/smollm2_draft/README.md carries the table of research/runs/eval_full_shipped.json,
     and that summary is what its JSON lines give (no model needed)."""
     from app.assets import SMOLLM2_DRAFT_DIR
-    from research.card_smollm2 import REALISTIC, _realistic
+    from research.card_smollm2 import COVERAGE, REALISTIC, _realistic
     from research.eval_report import markdown
     doc = json.loads(REALISTIC.read_text())
-    assert _realistic(doc) in (SMOLLM2_DRAFT_DIR / "README.md").read_text()
+    coverage = read_rows(COVERAGE)
+    assert _realistic(doc, coverage) in (SMOLLM2_DRAFT_DIR / "README.md").read_text()
+    assert {r["id"] for r in coverage} == {r["id"] for r in read_rows(REALISTIC.parent / "eval_full_shipped.jsonl")}
     alpha_rows = read_rows(REALISTIC.parent / "eval_full_shipped.jsonl")
     speed_rows = read_rows(REALISTIC.parent / Path(doc["speed_source"]).name) if doc.get("speed_source") else None
     assert markdown(summary(alpha_rows, speed_rows=speed_rows)) == markdown(doc)
