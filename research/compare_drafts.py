@@ -4,6 +4,7 @@ difference with a paired bootstrap interval.
     python -m research.compare_drafts --b DIR                 # a new draft against the shipped one
     python -m research.compare_drafts --b-int8                # the shipped draft: int8 weights against fp32
     python -m research.compare_drafts --a DIR --b DIR --replies 48 --temperature 0.7 1.0 --out F
+    python -m research.compare_drafts --b DIR --set [N]       # on the realistic set, per category
 
 Why paired: the evaluate command's alpha comes from 8 replies, and its 95% interval is about
 +-0.04 wide, mostly because some replies are easy for any draft and others hard. Two drafts
@@ -14,9 +15,12 @@ comparing two separate intervals cannot.
 
 What is measured, at each temperature T: the target samples `--replies` replies of `--tokens`
 tokens (plain decoding, seeds 0, 1, ...) to held-out chat prompts (evaluate_smollm2.chat_prompts),
-then each draft is teacher-forced over them and alpha = mean over reply positions of
+or with --set to the realistic evaluation set (research/eval_prompts.json; its first N prompts of
+every category with --set N), then each draft is teacher-forced over them and alpha = mean over reply positions of
 sum_x min(p_target, q_draft) at T (Leviathan et al. 2023, Def. 3.1; evaluate_smollm2.reply_alphas).
-Writes JSON to --out (default: print only).
+With --set, "by_category" also gives each
+category's alpha for both drafts with its bootstrap interval (research.eval_set.alpha_by_category)
+and the paired difference within the category. Writes JSON to --out (default: print only).
 """
 from __future__ import annotations
 
@@ -33,10 +37,11 @@ from research.evaluate import bootstrap_ci, code_version, own_samples, paired_bo
 
 
 def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens: int,
-            int8: tuple[bool, bool] = (False, False), seed: int = 0) -> dict:
+            int8: tuple[bool, bool] = (False, False), seed: int = 0, categories: list[str] | None = None) -> dict:
     """Alpha of pair_a's and pair_b's drafts (int8: per side) on the same replies of the target
     (pair_a's, which pair_b must share) to `prompts` (token ids each), b - a paired, and each
-    reply's own alpha on both sides ("per_reply", in prompt order)."""
+    reply's own alpha on both sides ("per_reply", in prompt order). categories: each prompt's
+    category, for "by_category" (by_category)."""
     if pair_a.target is not pair_b.target:
         raise ValueError("both drafts must be scored against the same target model")
     from research.evaluate_smollm2 import reply_alphas
@@ -45,12 +50,29 @@ def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens
     a = reply_alphas(pair_a, samples, lens, temperature, int8[0])[0]          # [reply length] per reply
     b = reply_alphas(pair_b, samples, lens, temperature, int8[1])[0]
     mean = lambda v: round(torch.cat(v).mean().item(), 4)  # noqa: E731
-    return {"replies": len(samples), "positions": int(sum(len(v) for v in a)),
+    extra = {"by_category": by_category(a, b, categories)} if categories else {}
+    return {**extra, "replies": len(samples), "positions": int(sum(len(v) for v in a)),
             "a": {"alpha": mean(a), "alpha_ci95": list(bootstrap_ci(a))},
             "b": {"alpha": mean(b), "alpha_ci95": list(bootstrap_ci(b))},
             "b_minus_a": paired_bootstrap_diff(a, b),
             "per_reply": [{"positions": len(x), "a": round(x.mean().item(), 4), "b": round(y.mean().item(), 4)}
                           for x, y in zip(a, b)]}
+
+
+def by_category(a: list[torch.Tensor], b: list[torch.Tensor], categories: list[str]) -> dict:
+    """Per category and overall: each draft's token-weighted alpha with its bootstrap interval
+    over the category's replies (research.eval_set.alpha_by_category; overall stratified by
+    category) and b - a with its paired interval over the same replies (paired_bootstrap_diff).
+    a, b: per-position values [n_i] of reply i under each draft; categories: reply i's category."""
+    from research.eval_set import alpha_by_category
+    table = {side: alpha_by_category([{"category": c, "alphas": v.tolist()} for c, v in zip(categories, values)])
+             for side, values in (("a", a), ("b", b))}
+    out = {}
+    for name in table["a"]:
+        pick = [i for i, c in enumerate(categories) if name in ("overall", c)]
+        out[name] = {"a": table["a"][name], "b": table["b"][name],
+                     "b_minus_a": paired_bootstrap_diff([a[i] for i in pick], [b[i] for i in pick])}
+    return out
 
 
 def by_task(rows: list[dict]) -> dict:
@@ -90,6 +112,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--replies", type=int, default=24, help="target replies per temperature (default 24)")
     ap.add_argument("--tokens", type=int, default=96, help="tokens per reply (default 96)")
     ap.add_argument("--temperature", type=float, nargs="+", default=[0.7])
+    ap.add_argument("--set", type=int, nargs="?", const=0, default=None, metavar="N",
+                    help="the realistic evaluation set instead (its first N prompts of every category; all without N)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -99,12 +123,16 @@ def main(argv=None) -> dict:
         if not (getattr(args, name) / "config.json").is_file():
             ap.error(f"--{name} {getattr(args, name)}: no model directory there (no config.json)")
     most = len(chat_prompt_texts(10 ** 6))                  # every evaluation prompt
+    if args.set is not None and args.set < 0:
+        ap.error("--set N: N must be >= 1 (or give --set alone for the whole set)")
     if not 1 <= args.replies <= most or not 1 <= args.tokens <= 512:
         ap.error(f"--replies must be 1..{most} (the held-out prompts evaluation uses) and --tokens 1..512")
     if any(not 0 < t <= 2 for t in args.temperature):
         ap.error("--temperature: each must be in (0, 2]; alpha at T = 0 is the greedy agreement")
     t0 = time.time()
     pair_a, pair_b = load_sides(args.a, args.b, args.device)
+    if args.set is not None:
+        return _main_set(args, pair_a, pair_b, t0)
     prompts = chat_prompts(pair_a, args.replies)              # chat-template ids of texts
     texts, tasks = chat_prompt_texts(args.replies), chat_prompt_texts(args.replies, tasks=True)
     result = {"commit": code_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
@@ -117,6 +145,28 @@ def main(argv=None) -> dict:
         for row, text, task in zip(rows, texts, tasks):
             row["prompt"], row["task"] = text, task
         result[f"T={t}"]["by_task"] = by_task(rows)
+    result["seconds"] = round(time.time() - t0, 1)
+    print(json.dumps(result, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def _main_set(args, pair_a, pair_b, t0: float) -> dict:
+    """main on the realistic evaluation set: per-reply rows carry the prompt's id and category."""
+    from research.eval_set import chat_ids, first_per_category, load
+    chosen = first_per_category(load(), args.set) if args.set else load()
+    prompts = [chat_ids(pair_a.tokenizer, p["messages"]) for p in chosen]
+    result = {"commit": code_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+              "a": {"draft": str(args.a), "int8": args.a_int8}, "b": {"draft": str(args.b), "int8": args.b_int8},
+              "tokens_per_reply": args.tokens, "prompts": "research/eval_prompts.json" + (
+                  f", first {args.set} of every category" if args.set else "")}
+    for t in args.temperature:
+        print(f"T = {t}: the target samples {len(prompts)} replies, then both drafts score them", file=sys.stderr)
+        result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8),
+                                   categories=[p["category"] for p in chosen])
+        for row, p in zip(result[f"T={t}"]["per_reply"], chosen):
+            row["id"], row["category"] = p["id"], p["category"]
     result["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(result, indent=1))
     if args.out:

@@ -260,13 +260,17 @@ def main(argv=None) -> dict:
                     help="--pair smollm2: rounds of the speed runs (default 3; 1 with --quick)")
     ap.add_argument("--gammas", type=_gammas, default=None,
                     help="--pair smollm2: depths of the speed runs, e.g. 1,2,4 (default 1,2,3,4,6)")
+    ap.add_argument("--realistic", type=int, default=0, metavar="N",
+                    help="--pair smollm2: also alpha per category on the realistic set's first N prompts of each")
     args = ap.parse_args(argv)
     if args.pair == "smollm2":
         from research import evaluate_smollm2
         if args.draft_int8 and not args.fast:
             ap.error("--draft-int8 runs on the fast path: add --fast")
+        if args.realistic < 0:
+            ap.error("--realistic N: N must be >= 0 (prompts per category)")
         return evaluate_smollm2.main(args.out, args.quick, args.fast, args.draft_int8, args.device, args.draft,
-                                     args.rounds, args.gammas)
+                                     args.rounds, args.gammas, args.realistic)
     pair = load_pair(str(args.models / "target"), str(args.models / "draft"), device=args.device)
     texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
     _, heldout = encode_split(pair.tokenizer, texts)

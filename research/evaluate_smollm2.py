@@ -4,6 +4,7 @@
     MKL_CBWR=AVX512 python -m research.evaluate --pair smollm2          # -> eval_mkl_avx512.json
     MKL_CBWR=AVX512 python -m research.evaluate --pair smollm2 --fast   # -> eval_mkl_avx512_fast.json
     python -m research.evaluate --pair smollm2 --device cuda --rounds 1 --gammas 1,2,4  # sized for a GPU call
+    python -m research.evaluate --pair smollm2 --realistic 2     # + alpha per category on the realistic set
 
 The JSON is rewritten after every stage ("stages_done"; "complete": false until the end), so a
 run stopped by a time limit keeps what it measured.
@@ -20,7 +21,11 @@ on this machine:
   - the best gamma by its paired speed-up (median over rounds and prompts of its tokens/s over
     plain decoding's on the same prompt seconds earlier; research.evaluate.speeds) and that
     speed-up's range; tokens per pass against (1 - a^(g+1)) / (1 - a);
-  - the CPU regime (app.cpu_regime): is the knee visible, and MKL_CBWR in effect.
+  - the CPU regime (app.cpu_regime): is the knee visible, and MKL_CBWR in effect;
+  - with --realistic N: alpha at T = 0.7 per category of the realistic evaluation set (its first
+    N prompts of every category, research/eval_prompts.json; research.eval_set.measure) with
+    bootstrap intervals and issue 42's goals judged from them (research.eval_report.summary).
+    The whole set, resumable and with speed-ups per prompt, is research.eval_full's job.
 """
 from __future__ import annotations
 
@@ -138,8 +143,19 @@ def best(speed: dict) -> dict:
             "speedup_range": speed[key]["speedup_range"]}
 
 
+def realistic(pair, per_category: int, tokens: int, int8: bool = False) -> dict:
+    """alpha at T = 0.7 per category on the first per_category prompts of every category of the
+    realistic set, its intervals and the goals judged from them (research.eval_report.summary),
+    and each prompt's alpha ("per_prompt": id, category, positions, alpha)."""
+    from research.eval_report import summary
+    from research.eval_set import first_per_category, load, measure
+    rows = measure(pair, first_per_category(load(), per_category), 0.7, tokens, int8=int8)
+    return {"prompts_per_category": per_category, "tokens": tokens, **summary(rows),
+            "per_prompt": [{k: r[k] for k in ("id", "category", "positions", "alpha")} for r in rows]}
+
+
 def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_tokens=64, rounds=3,
-             seed=0, fast=False, int8=False, gammas=GAMMAS, save=None) -> dict:
+             seed=0, fast=False, int8=False, gammas=GAMMAS, save=None, realistic_n=0) -> dict:
     """The measurements in the module docstring, stage by stage; after each stage save(result),
     if given, sees what is measured so far (main writes it to disk: a run stopped by a time
     limit, as on a borrowed GPU, keeps its finished stages)."""
@@ -173,24 +189,28 @@ def evaluate(pair, *, samples_n=8, sample_tokens=96, speed_prompts=3, speed_toke
         f"gamma={g}": {"measured": result["speed_T=0.7"][f"gamma={g}"]["tokens_per_pass"],
                        "predicted": round(expected_tokens_per_pass(alpha, g), 3)} for g in gammas}
     result["greedy_identical"] = all(v.get("identical_to_plain", True) for v in result["speed_greedy"].values())
+    if realistic_n:
+        result["realistic_T=0.7"] = realistic(pair, realistic_n, sample_tokens, int8)
+        done("alpha per category on the realistic set")
     return result
 
 
 def main(out: str | None, quick: bool, fast: bool = False, int8: bool = False, device: str = "cpu",
-         draft=None, rounds: int | None = None, gammas: tuple[int, ...] | None = None) -> dict:
+         draft=None, rounds: int | None = None, gammas: tuple[int, ...] | None = None, realistic_n: int = 0) -> dict:
     """device: "cpu" (the card's numbers) or "cuda" (written to eval_cuda*.json, for a GPU
     session: benchmarks/gpu_distill.sh runs it eagerly, sized with rounds and gammas; --fast
     there compiles a CUDA graph for every pass size, tens of seconds each: app.fastpath). draft: the
     draft's directory (default demo_models/smollm2_draft); the JSON goes there, rewritten after
     every stage ("complete": false until the last). rounds, gammas: the speed runs' rounds and
-    depths (default 3 and GAMMAS; fewer to fit a time limit)."""
+    depths (default 3 and GAMMAS; fewer to fit a time limit). realistic_n: also alpha per
+    category on the first realistic_n prompts of every category of the realistic set."""
     import json
     from pathlib import Path
 
     from app.assets import SMOLLM2_DRAFT_DIR
     pair = load(device, draft)
     kw = {"samples_n": 2, "sample_tokens": 32, "speed_prompts": 1, "speed_tokens": 16, "rounds": 1} if quick else {}
-    kw.update({k: v for k, v in (("rounds", rounds), ("gammas", gammas)) if v is not None})
+    kw.update({k: v for k, v in (("rounds", rounds), ("gammas", gammas)) if v is not None}, realistic_n=realistic_n)
     suffix = "_mkl_" + os.environ["MKL_CBWR"].lower() if os.environ.get("MKL_CBWR") else ""
     suffix = f"_{pair.device}" if pair.device != "cpu" else suffix
     suffix += ("_fast" if fast else "") + ("_int8" if int8 else "")

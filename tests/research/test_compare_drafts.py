@@ -100,3 +100,22 @@ def test_held_out_task_templates_line_up_with_the_prompts():
         for text, task in zip(chat_prompt_texts(n), chat_prompt_texts(n, tasks=True)):
             head, _, tail = task.partition("{t}")
             assert text.startswith(head) and text.endswith(tail) and len(text) > len(task) - 3
+
+
+def test_by_category_pairs_within_each_category():
+    """Category x: b is a + 0.1 on every position; category y: b equals a. Each category's paired
+    difference is exact, and each side's alpha matches research.eval_set.alpha_by_category."""
+    from research.compare_drafts import by_category
+    from research.eval_set import alpha_by_category
+    a = [torch.tensor([0.2, 0.4, 0.6]), torch.tensor([0.5, 0.3]), torch.tensor([0.7]), torch.tensor([0.1, 0.9])]
+    b = [a[0] + 0.1, a[1] + 0.1, a[2].clone(), a[3].clone()]
+    cats = ["x", "x", "y", "y"]
+    table = by_category(a, b, cats)
+    assert list(table) == ["x", "y", "overall"]
+    assert table["x"]["b_minus_a"]["diff"] == pytest.approx(0.1, abs=1e-4)
+    assert table["x"]["b_minus_a"]["ci"] == pytest.approx((0.1, 0.1), abs=1e-4)
+    assert table["y"]["b_minus_a"] == {"diff": 0.0, "ci": (0.0, 0.0), "share_b_le_a": 1.0}
+    assert table["overall"]["b_minus_a"]["diff"] == pytest.approx(0.1 * 5 / 8, abs=1e-4)
+    expected = alpha_by_category([{"category": c, "alphas": v.tolist()} for c, v in zip(cats, a)])
+    assert {k: v["a"] for k, v in table.items()} == expected
+    assert table["x"]["b"]["alpha"] == pytest.approx(table["x"]["a"]["alpha"] + 0.1, abs=1e-5)

@@ -1,0 +1,104 @@
+"""research.diverse_prompts and research.diverse_data: the diverse teacher prompts share nothing
+with the realistic evaluation set, and the teacher's replies are recorded, resumed and packed."""
+import json
+import re
+from collections import Counter
+
+from research import diverse_prompts
+from research.diverse_prompts import prompts, task_forms
+from research.eval_set import load as load_eval
+from research.prompts import HELDOUT_TOPICS
+
+SHINGLE = 8
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def shingles(text: str, n: int = SHINGLE) -> set[tuple[str, ...]]:
+    w = words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def eval_texts() -> list[str]:
+    """Every message of every evaluation prompt (assistant turns of multi-turn prompts too)."""
+    return [m["content"] for p in load_eval() for m in p["messages"]]
+
+
+def pool_texts() -> list[str]:
+    """Every user text the pool can send: first turns and follow-ups."""
+    return [p["messages"][0]["content"] for p in prompts()] + [p["follow_up"] for p in prompts() if p["follow_up"]]
+
+
+def test_pool_shape():
+    pool = prompts()
+    assert len(pool) >= 800 and task_forms() >= 300                      # hundreds of task forms
+    ids = [p["id"] for p in pool]
+    assert len(set(ids)) == len(ids)
+    kinds = Counter(p["kind"] for p in pool)
+    assert set(kinds) == {"coding", "maths", "languages", "advice", "creative", "factual", "summarise",
+                          "planning", "multiturn"}
+    assert all(p["follow_up"] for p in pool if p["kind"] == "multiturn")
+    assert all(len(p["messages"]) == 1 and p["messages"][0]["role"] == "user" for p in pool)
+    assert prompts() == pool and prompts(seed=1) != pool                  # deterministic, seeded order
+    assert all("{" not in t and "}" not in t for t in pool_texts())      # every slot filled
+
+
+def test_disjoint_from_the_evaluation_set():
+    """No pool text equals, contains or is contained in an evaluation message (case and
+    whitespace ignored, punctuation ignored as runs of whole words), and no 8-word run is shared."""
+    ev = [" " + " ".join(words(t)) + " " for t in eval_texts()]
+    ev_shingles = set().union(*(shingles(t) for t in eval_texts()))
+    for text in pool_texts():
+        w = " " + " ".join(words(text)) + " "
+        assert not [e for e in ev if e in w or w in e], text
+        assert not shingles(text) & ev_shingles, text
+
+
+def test_the_disjointness_check_can_fail():
+    """The same checks catch an evaluation prompt slipped into the pool."""
+    leaked = load_eval()[0]["messages"][0]["content"]
+    ev = [" " + " ".join(words(t)) + " " for t in eval_texts()]
+    w = " " + " ".join(words(leaked + " Keep it short.")) + " "
+    assert [e for e in ev if e in w]
+
+
+def test_no_held_out_topic_is_a_subject():
+    """The held-out template prompts' topics (the secondary evaluation) are no subject here; a
+    summarising passage may use a common word such as "water" in passing, so passages are left out."""
+    subjects = [s.lower() for _, _, subs in diverse_prompts.GROUPS if subs is not diverse_prompts.PASSAGES
+                for s in subs]
+    for topic in HELDOUT_TOPICS:
+        assert not [s for s in subjects if re.search(rf"\b{re.escape(topic)}\b", s)], topic
+
+
+TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+
+
+def test_run_resume_and_pack_on_the_embedded_pair(embedded_pair, monkeypatch, tmp_path):
+    """Replies from the real (tiny) pair: a single-turn and a multi-turn prompt at two
+    temperatures; a rerun answers nothing new; the pack reads back as a teacher record."""
+    from research.diverse_data import pack, run
+    from research.eval_set import chat_ids
+    from research.teacher_record import load_record
+    monkeypatch.setattr(embedded_pair.tokenizer, "chat_template", TEMPLATE, raising=False)
+    pool = [p for p in prompts() if p["kind"] == "multiturn"][:1] + [p for p in prompts() if p["kind"] == "maths"][:1]
+    out = tmp_path / "replies.jsonl"
+    assert run(embedded_pair, pool, out, (0.7, 1.0), tokens=6) == 4
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["kind"], r["turn"], r["temperature"]) for r in rows] == [
+        ("multiturn", 1, 0.7), ("multiturn", 2, 0.7), ("multiturn", 1, 1.0), ("multiturn", 2, 1.0),
+        ("maths", 1, 0.7), ("maths", 1, 1.0)]
+    for r, p in zip(rows[:1] + rows[4:5], pool):
+        prompt = chat_ids(embedded_pair.tokenizer, p["messages"])
+        assert r["ids"][:len(prompt)] == prompt and r["first"] == len(prompt) - 1
+        assert 0 < len(r["ids"]) - len(prompt) <= 6
+    second = embedded_pair.tokenizer.decode(rows[1]["ids"])
+    assert second.startswith("<user>" + pool[0]["messages"][0]["content"] + "<assistant>")
+    assert ("<user>" + pool[0]["follow_up"] + "<assistant>") in second
+    assert run(embedded_pair, pool, out, (0.7, 1.0), tokens=6) == 0        # resumed: all done
+    n = pack(out, tmp_path / "replies.npz")
+    back = load_record(tmp_path / "replies.npz")
+    assert n == 6 and [b["ids"].tolist() for b in back] == [r["ids"] for r in rows]
+    assert [b["first"] for b in back] == [r["first"] for r in rows]
