@@ -15,9 +15,10 @@ Off a Space (no SPACE_ID) nothing here does anything. On a Space:
   * `preload(loader, preset)`: the models are loaded at start-up, in the main process, so on
     ZeroGPU they are placed on CUDA before the first request (ZeroGPU's rule: move models to
     "cuda" at module scope; the package packs them and maps them onto the GPU it lends).
-  * `fast_path_default()`: the Fast path box starts ticked on a dedicated GPU Space (static KV
-    cache + CUDA graphs); on ZeroGPU it stays off, since a graph captured in one lent GPU
-    process is not there in the next and capture time would be charged to the quota.
+  * `fast_path_default()`: the Fast path starts on "auto" (on where it measures faster, as on a
+    dedicated GPU Space: static KV cache + CUDA graphs); on ZeroGPU "off", since a graph
+    captured in one lent GPU process is not there in the next and capture time would be
+    charged to the quota.
 
 `gpu_seconds(max_new_tokens, baseline)` is the declared duration, the smallest that a decode of
 that length needs with margin (see its docstring); `calls` counts decodes that went through the
@@ -141,10 +142,9 @@ def preload(loader: Callable, preset: str) -> str | None:
     return None
 
 
-def fast_path_default() -> bool:
-    """The Fast path box's initial state: ticked on a Space with a CUDA GPU of its own, off on
-    ZeroGPU (see the module docstring) and everywhere else (the Live tab shows the mechanism)."""
-    if not on_space() or on_zero_gpu():
-        return False
-    import torch
-    return torch.cuda.is_available()
+def fast_path_default() -> str:
+    """The Fast path choice the Live tab starts with: "off" on ZeroGPU (see the module
+    docstring), else app.settings.DEFAULTS.fast_path ("auto": on where a pass measures faster,
+    as on a Space with a CUDA GPU of its own)."""
+    from app.settings import DEFAULTS
+    return "off" if on_zero_gpu() else DEFAULTS.fast_path

@@ -78,7 +78,7 @@ print(json.dumps({"same": spaces.wrap_decode(decode, None) is decode, "zero": sp
                   "fast": spaces.fast_path_default(), "imported": "spaces" in sys.modules,
                   "preload": spaces.preload(lambda *a, **k: called.append(a), "embedded"), "called": called}))
 """)
-    assert out == {"same": True, "zero": False, "fast": False, "imported": False, "preload": None, "called": []}
+    assert out == {"same": True, "zero": False, "fast": "auto", "imported": False, "preload": None, "called": []}
 
 
 def test_on_a_space_without_zero_gpu_a_decode_passes_through_spaces_gpu(tiny_dirs):
@@ -200,7 +200,7 @@ for name, answer in {"no GPU": (503, b""), "quota": (429, b'{"left": 0, "wait": 
 print(json.dumps({"zero": ours.on_zero_gpu(), "fast": ours.fast_path_default(), "shown": shown,
                   "asked": asked, "calls": ours.calls["decode"]}))
 """, SPACE_ID="lab/test", SPACES_ZERO_GPU="true", ZEROGPU_PROC_SELF_CGROUP_PATH=str(cgroup))
-    assert out["zero"] is True and out["fast"] is False  # no CUDA graphs on a lent GPU
+    assert out["zero"] is True and out["fast"] == "off"  # no CUDA graphs on a lent GPU
     paths = [path for path, _ in out["asked"]]
     assert paths == ["/schedule", "/schedule"]
     assert {q["durationSeconds"] for _, q in out["asked"]} == {str(gpu_seconds(20, baseline=True))}

@@ -114,9 +114,8 @@ def _settings(c: dict, devices: list[str], default: str) -> None:
         top = max_new_tokens_for(default)  # the pair's room; changing the pair moves it (_wire)
         c["max_new_tokens"] = gr.Slider(1, top, value=min(D.max_new_tokens, top), step=1, label="Max new tokens")
     with gr.Accordion("Speed", open=False):
-        # on by default on a GPU Space; off on ZeroGPU (app.spaces); else measured ("auto")
-        fast = "on" if spaces.fast_path_default() else "off" if spaces.on_zero_gpu() else D.fast_path
-        c["fast_path"] = gr.Radio(words.PATH_CHOICES, value=fast, label=words.FAST_PATH,
+        # measured ("auto"); off on ZeroGPU (app.spaces)
+        c["fast_path"] = gr.Radio(words.PATH_CHOICES, value=spaces.fast_path_default(), label=words.FAST_PATH,
                                   info=words.fast_path_info(devices))
         c["draft_int8"] = gr.Radio(words.PATH_CHOICES, value=D.draft_int8, label=words.DRAFT_INT8,
                                    info=words.DRAFT_INT8_INFO)
