@@ -348,12 +348,13 @@ def test_batch_figure_and_empty():
 def test_lesson_figures_clean_ticks_and_no_notes_beside_the_plot():
     import visualizations.lessons as lessons
     qs = [1, 2, 4, 8, 16, 32, 64]
+    spread = lambda v: {"min": v, "median": v, "max": v, "n": 3}  # noqa: E731 (a Spread's to_dict)
     knee = lessons.knee_lesson_figure({
-        "qs": qs, "ratios": [1, 1.01, 1.03, 1.1, 1.3, 1.8, 3.0], "seconds": [1e-3] * 7,
-        "knee": {"rows": [{"bound": "memory"}] * 7}, "bend_ratio": 1.5, "bend": 32,
-        "ratio_at_5": 1.04, "model": "tiny"})
+        "qs": qs, "ratios": [spread(r) for r in (1, 1.01, 1.03, 1.1, 1.3, 1.8, 3.0)],
+        "seconds": [spread(1e-3)] * 7, "rows": [{"bound": "memory"}] * 7, "bend_ratio": 1.5,
+        "bend": 32, "ratio_at_5": 1.04, "model": "tiny"})
     assert assert_clean_log_ticks(knee.layout.xaxis) == [1, 2, 5, 10, 20, 50]
-    bend = next(a for a in knee.layout.annotations if "bend: q" in a.text)
+    bend = next(a for a in knee.layout.annotations if "q = 32" in a.text)
     assert bend.yref == "paper" and bend.y < 0.5  # at the foot of its line, not on the curve
     wall = lessons.memory_wall_figure({
         "params": 8e9, "bytes_per_param": 2, "bytes_per_s": 4.8e12, "flops_per_s": 9.9e14,
@@ -367,7 +368,7 @@ def test_lesson_figures_clean_ticks_and_no_notes_beside_the_plot():
         "lose_from_batch": [None, 2, 4], "disable_at_batch": 4, "source": "test"})
     assert not [a for a in grid.layout.annotations if a.xref == "paper" and a.x >= 1]
     named = [t.name for t in grid.data if t.type == "scatter" and t.showlegend]
-    assert any("lose" in n for n in named) and any("switch speculation off from b=4" in n
+    assert any("lose" in n for n in named) and any("from b=4 no γ ≥ 1 above 1×" in n
                                                    for n in named)
     assert legend_outside_plot(grid)
 
