@@ -39,6 +39,15 @@ def test_knee_verdict_explains_the_mechanism_from_the_roofline_class():
     assert "no GPU run is recorded" in knee(S(1.6, 2, 2.5), on_cpu=True, gpu_run=recorded_gpu_run()).evidence
 
 
+def test_knee_explanation_follows_the_verdict_not_only_the_class():
+    """A memory-bound one-token pass with t(5)/t(1) above the bend (the flagship on a CPU): the
+    text must not say the extra tokens ride on the same read, which the ratio contradicts."""
+    failed = knee(S(1.58, 1.63, 1.76), bound="memory")
+    assert failed.held is False and "ride on the same read" not in failed.evidence
+    assert "slower code path" in failed.evidence
+    assert "ride on the same read" in knee(S(1.1, 1.2, 1.3), bound="memory").evidence
+
+
 def test_knee_floor_fires_on_an_impossible_ratio():
     v = knee_verdict((1, 2, 5), [S(1, 1, 1), S(0.1, 0.15, 0.2), S(1.1, 1.2, 1.3)])
     assert len(v.warnings) == 1 and "t(2)/t(1) = 0.15" in v.warnings[0]

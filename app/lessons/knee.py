@@ -38,6 +38,14 @@ WHY = {
     "compute": "the passes are compute-bound: each extra token adds its own arithmetic, so the time "
                "grows with q",
 }
+WHY_NOT = {  # when the claim did not hold: the same class, read the other way
+    "overhead": "the passes are overhead-bound, yet a wider pass adds more than the fixed cost it "
+                "shares: its per-token work (the wider matrix products) dominates on this device",
+    "memory": "the one-token pass sits near the memory roof, yet a wider pass costs more than the "
+              "one weight read they share: the wider matrix product runs on a slower code path (on "
+              "some CPUs MKL's few-row path: see the CPU regime line in the Live tab)",
+    "compute": WHY["compute"],
+}
 
 
 def claim_q(qs) -> int | None:
@@ -65,7 +73,7 @@ def knee_verdict(qs, ratios: list[Spread], *, bend_ratio: float = BEND_RATIO, bo
         f"its range straddles {bend_ratio}×: the spread is wider than the effect" if ratio.n >= MIN_REPEATS
         else f"too few repeats to judge (at least {MIN_REPEATS})") + "."
     if bound in WHY:
-        evidence += f" Why: {WHY[bound]}."
+        evidence += f" Why: {(WHY_NOT if held is False else WHY)[bound]}."
     if on_cpu:
         evidence += f" This is a CPU; on a GPU the claim rests on the weight read: {gpu_run}"
     return Verdict(claim, held, evidence, fired(*checks, *warnings))
