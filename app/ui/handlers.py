@@ -23,7 +23,7 @@ from app import runner
 from app.models import resolve_device
 from app.presets import PRESETS
 from app.runner import DecodeRequest
-from app.settings import InputError, ModelLoadError
+from app.settings import DEFAULTS, InputError, ModelLoadError
 from app.trace import Trace
 from app.ui import turns
 from app.ui.stream import _Run, in_background
@@ -191,7 +191,8 @@ def _decode(req: DecodeRequest, loader: Loader, request, progress):
 
 def _phase(trace: Trace, req: DecodeRequest) -> str:
     if trace.summary is not None and req.baseline and trace.baseline is None:
-        return "Running the baseline (target only)…"
+        return (f"Timing plain decoding against speculative, alternating ({DEFAULTS.rounds} runs of "
+                "each) for the speed-up and its range…")
     return "Decoding…"
 
 
