@@ -21,7 +21,6 @@ import gradio as gr
 
 from app import runner
 from app.models import resolve_device
-from app.presets import PRESETS
 from app.runner import DecodeRequest
 from app.settings import DEFAULTS, InputError, ModelLoadError
 from app.trace import Trace
@@ -32,37 +31,10 @@ from app.ui.views import end_phase
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
-Loader = runner.Loader  # (preset, device=, dtype=, ngram=) -> ModelPair
-
-
-# --------------------------------------------------------------------------- choices
-
-def pair_choices() -> list[tuple[str, str]]:
-    """(label, preset name) for the model-pair dropdown, in PRESETS order (embedded first)."""
-    return [(_label(p), name) for name, p in PRESETS.items()]
-
-
-def _label(preset) -> str:
-    """The preset's label; a plain one when it cannot be computed (e.g. the embedded pair is
-    not on disk yet: loading it will then say so)."""
-    try:
-        return preset.label
-    except Exception:  # noqa: BLE001 - a label must never keep the app from starting
-        hints = {"hub": "needs a download", "shape": "shape-only: random weights"}
-        return f"{preset.name} ({hints.get(preset.kind, 'offline')})"
-
-
-def fast_path_note(devices: list[str]) -> str:
-    from app.fastpath import describe
-    return describe("cuda" if "cuda" in devices else devices[-1] if devices[-1] != "auto" else "cpu")
+Loader = runner.Loader  # (preset, device=, dtype=, ngram=, progress=) -> ModelPair
 
 
 # --------------------------------------------------------------------------- inputs
-
-DRAFT_INT8_NOTE = ("the draft reads a quarter of its fp32 bytes per pass (weight-only int8 per row, "
-                   "app.lean.Int8Weight): a cheaper, slightly different draft; the output is "
-                   "still exactly the target's")
-
 
 def safe_message(exc: Exception) -> str:
     """The first line of an error message (the last line of a captured traceback), with
