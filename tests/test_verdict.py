@@ -55,3 +55,10 @@ def test_sanity_checks_fire_on_impossible_timings_only():
     assert check_spread("t", Spread.of([1.0, 2.0, 3.0])) is not None
     assert check_spread("t", Spread.of([1.0, 1.05, 1.1])) is None
     assert fired(None, "x", None) == ("x",)
+
+
+def test_busy_advice_fits_the_threads_used():
+    wide = Spread.of([1.0, 2.0, 3.0])
+    assert "--threads 1" in check_spread("t", wide, threads=2)
+    one = check_spread("t", wide, threads=1)
+    assert "--threads 1" not in one and "already used one thread" in one

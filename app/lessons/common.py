@@ -213,8 +213,11 @@ def recorded_gpu_run() -> str:
 
 
 def busy_warnings(spreads: dict[str, Spread]) -> tuple[str | None, ...]:
-    """The busy-machine checks every lesson runs: the load average, and each named timing's spread."""
-    return (check_load(), *(check_spread(name, s) for name, s in spreads.items()))
+    """The busy-machine checks every lesson runs: the load average, and each named timing's spread
+    (advice that fits the torch threads this process uses)."""
+    import torch
+    threads = torch.get_num_threads()
+    return (check_load(threads=threads), *(check_spread(name, s, threads=threads) for name, s in spreads.items()))
 
 
 def keep_fastest(best: dict, key, run: Run) -> None:
@@ -252,10 +255,12 @@ def pair_label(pair) -> str:
             f"{str(pair.dtype).replace('torch.', '')}")
 
 
-def measure_alpha(pair, *, prompts=PROMPTS[:2], gamma: int = 4, temperature: float = 0.0,
+def measure_alpha(pair, *, prompts=None, gamma: int = 4, temperature: float = 0.0,
                   max_new_tokens: int = 32, seed: int = 0, progress: Progress | None = None) -> float:
-    """alpha_hat of the pair from short speculative runs on `prompts` (module docstring)."""
+    """alpha_hat of the pair from short speculative runs on `prompts` (default: the pair's own
+    first two, prompts_for) (module docstring)."""
     need_draft(pair)
+    prompts = prompts_for(pair)[:2] if prompts is None else prompts
     settings = DecodeSettings(gamma=gamma, temperature=temperature, seed=seed,
                               max_new_tokens=max_new_tokens)
     runs = []

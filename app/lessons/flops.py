@@ -28,13 +28,12 @@ from dataclasses import dataclass
 
 from app.lessons.common import (MIN_REPEATS, Progress, alpha_hat, busy_warnings, check_int, decode,
                                 dtype_bytes, encode, need_draft, pair_label, part, plain_and_speculative,
-                                recorded_gpu_run, report)
+                                prompts_for, recorded_gpu_run, report)
 from app.lessons.verdict import (Spread, Verdict, check_leviathan_bound, fired, outcome, paired_ratio,
                                  ratio_verdict)
 from app.settings import DecodeSettings
 
 QUICK = {"max_new_tokens": 48, "gamma": 4, "repeats": 3}
-DEFAULT_PROMPT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
 PARTS = ("draft", "verify_used", "verify_wasted", "plain_decode")
 
 
@@ -196,7 +195,7 @@ def _sweep(pair, ids, settings, gamma_max, progress):
     return [{"gamma": g, "seconds": best[g]} for g in gammas]
 
 
-def flops_vs_time(pair, *, prompt: str = DEFAULT_PROMPT, gamma: int = 4, max_new_tokens: int = 64,
+def flops_vs_time(pair, *, prompt: str | None = None, gamma: int = 4, max_new_tokens: int = 64,
                   seed: int = 0, repeats: int = MIN_REPEATS, progress: Progress | None = None) -> FlopsResult:
     """Sweep gamma in 1..gamma, then plain against speculative at the fastest gamma, greedy,
     interleaved `repeats` times, counted and timed (module docstring)."""
@@ -209,6 +208,7 @@ def flops_vs_time(pair, *, prompt: str = DEFAULT_PROMPT, gamma: int = 4, max_new
     gamma_max = check_int("gamma", gamma, 1, 16)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1, 1024)
     repeats = check_int("repeats", repeats, MIN_REPEATS, 50)
+    prompt = prompts_for(pair)[0] if prompt is None else prompt  # a chat question for an instruct target
     ids = encode(pair, prompt, max_new_tokens + gamma_max + 1)
     settings = DecodeSettings(gamma=1, seed=seed, max_new_tokens=max_new_tokens)
     sweep = _sweep(pair, ids, settings, gamma_max, part(progress, 0.0, 0.3))

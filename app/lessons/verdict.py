@@ -166,15 +166,24 @@ def check_memory_floor(seconds: float, bytes_moved: float, bandwidth: float) -> 
     return None
 
 
-def check_spread(name: str, spread: Spread, bound: float = SPREAD_BOUND) -> str | None:
+def _advice(threads: int | None) -> str:
+    """What to try on a busy machine: one thread, unless the run already used one."""
+    if threads == 1:
+        return "This run already used one thread: try a quieter moment."
+    return "Try --threads 1 (SPECLAB_THREADS=1 for the app), or a quieter moment."
+
+
+def check_spread(name: str, spread: Spread, bound: float = SPREAD_BOUND,
+                 threads: int | None = None) -> str | None:
+    """threads: the torch threads the run used (None: unknown)."""
     if spread.n > 1 and spread.width > bound:
         return (f"{name} varied by {spread.width:.0%} of its median across {spread.n} repeats "
                 f"(more than {bound:.0%}): the machine is busy; conclusions are weaker. "
-                "Try --threads 1, or a quieter moment.")
+                + _advice(threads))
     return None
 
 
-def check_load(cores: int | None = None) -> str | None:
+def check_load(cores: int | None = None, threads: int | None = None) -> str | None:
     """The 1-minute load average above the cores: other work is competing for them."""
     try:
         load = os.getloadavg()[0]
@@ -183,7 +192,7 @@ def check_load(cores: int | None = None) -> str | None:
     cores = cores or os.cpu_count() or 1
     if load > cores:
         return (f"the machine is busy (1-minute load {load:.1f} on {cores} cores): timings are "
-                "slower and noisier than this device can do; try --threads 1.")
+                "slower and noisier than this device can do. " + _advice(threads))
     return None
 
 

@@ -260,7 +260,7 @@ def _lossless_tab(get_pair):
 
 
 def _flops_tab(get_pair):
-    prompt = gr.Textbox("", label="prompt", placeholder="empty: the lesson's own prompt")
+    prompt = gr.Textbox("", label="prompt", placeholder=OWN_PROMPTS)
     with gr.Row():
         gamma = gr.Slider(1, 16, value=4, step=1, label="γ")
         new = gr.Slider(4, 256, value=64, step=1, label="new tokens")
