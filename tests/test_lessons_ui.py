@@ -53,7 +53,11 @@ def test_walkthrough_memory_wall_shows_the_anchor(demo):
 def test_tab_handler_runs_with_the_default_controls(demo):
     tab = handlers(demo, "tab")[list(LESSONS).index("memory_wall")]
     figure, markdown, data = tab.fn({c: c.value for c in tab.inputs})
-    assert data["bytes_per_token"] == pytest.approx(140e9) and "```" in markdown and figure.data
+    from app.lessons.memory_wall import LLAMA3_70B_KV
+    # the weights and the KV cache the tab reads by default: 1,024 cached tokens of Llama-3-70B's
+    # shape and the new one (memory_wall counts context + q positions)
+    assert data["bytes_per_token"] == pytest.approx(140e9 + (1024 + 1) * LLAMA3_70B_KV) and "```" in markdown
+    assert figure.data and "KV cache not counted" not in markdown
 
 
 def test_tab_handler_runs_a_lesson_on_the_pair(demo):

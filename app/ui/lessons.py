@@ -18,7 +18,7 @@ import visualizations.lessons as figures
 from app.hardware import DATASHEET
 from app.lessons import LESSONS, LessonError
 from app.lessons.lossless import VARIANT_LABELS
-from app.lessons.memory_wall import BANDWIDTH, BYTES_PER_PARAM, PARAMS, PEAK, in_unit
+from app.lessons.memory_wall import BANDWIDTH, BYTES_PER_PARAM, LLAMA3_70B_KV, PARAMS, PEAK, in_unit
 from app.ui import turns
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
@@ -43,11 +43,9 @@ def parse_prompts(text, empty_ok: bool = False) -> tuple[str, ...] | None:
     """One prompt per line; empty_ok: an empty box is None (the lesson takes the pair's own
     prompts: chat questions for an instruct target, app.lessons.common.prompts_for)."""
     prompts = tuple(line for line in str(text or "").splitlines() if line.strip())
-    if not prompts and empty_ok:
-        return None
-    if not prompts:
+    if not prompts and not empty_ok:
         raise LessonError("give at least one prompt (one per line)")
-    return prompts
+    return prompts or None
 
 
 def lead(result) -> str:
@@ -70,8 +68,7 @@ def lesson_figure(lesson, data: dict):
     return getattr(figures, lesson.figure_name)(data)
 
 
-class Shown(NamedTuple):
-    """What a lesson run puts on screen."""
+class Shown(NamedTuple):  # what a lesson run puts on screen
     figure: object
     markdown: str
     data: dict
@@ -82,8 +79,8 @@ def run_lesson(name: str, get_pair, kwargs: dict, progress=None, request=None) -
     """Run one lesson and render it; bad input (or a failed load) raises gr.Error (one line, no
     paths, escaped for the page: app.ui.handlers.user_error, as the decode's errors)."""
     lesson = LESSONS[name]
-    report = (lambda f, m: progress(f, desc=m)) if progress is not None else None
-    waiting = (lambda message: progress(0.0, desc=message)) if progress is not None else None
+    report, waiting = ((lambda f, m: progress(f, desc=m)), (lambda message: progress(0.0, desc=message))) \
+        if progress is not None else (None, None)
     try:
         if lesson.needs_pair:
             pair = get_pair()
@@ -114,10 +111,13 @@ def _error(exc: Exception, request) -> gr.Error:
     return user_error(safe_message(exc), request)
 
 
-def memory_wall_kwargs(params_b, dtype, batch, q, device, bandwidth_tb, peak_tf) -> dict:
+def memory_wall_kwargs(params_b, dtype, batch, q, device, bandwidth_tb, peak_tf, context=0, kv_kib=0.0,
+                       here=False) -> dict:
     """Controls of the memory-wall tab -> memory_wall() keywords (measures if asked). Numbers
-    are checked in the units the tab shows (billions, TB/s, TFLOP/s)."""
-    kw = {"params": in_unit("parameters", params_b, 1e9, "billion", PARAMS), "dtype": dtype, "batch": batch, "q": q}
+    are checked in the units the tab shows (billions, TB/s, TFLOP/s, KiB per cached token)."""
+    kw = {"params": in_unit("parameters", params_b, 1e9, "billion", PARAMS), "dtype": dtype, "batch": batch, "q": q,
+          "context": context, "kv_bytes_per_token": in_unit("KV per token", kv_kib, 1024, "KiB", (0.0, 1e12)),
+          "this_device": bool(here)}
     if device == MEASURED_DEVICE:
         from app.hardware import detect_device, measure_ceilings
         device = detect_device("auto")
@@ -278,7 +278,12 @@ def _memory_tab(get_pair):
         device = gr.Dropdown(device_choices(), value=CUSTOM_DEVICE, label="device")
         bandwidth = gr.Number(2.0, label="bandwidth TB/s (custom)")
         peak = gr.Number(300, label="peak TFLOP/s (custom, 0 = unknown)")
-    _tab("memory_wall", get_pair, [params, dtype, batch, q, device, bandwidth, peak], memory_wall_kwargs)
+    with gr.Row():
+        context = gr.Number(1024, precision=0, label="cached tokens read per pass (KV cache)")
+        kv = gr.Number(LLAMA3_70B_KV / 1024, label="KV KiB per cached token (Llama-3-70B, fp16: 320)")
+        here = gr.Checkbox(True, label="also measure this device's ridge (a few seconds)")
+    _tab("memory_wall", get_pair, [params, dtype, batch, q, device, bandwidth, peak, context, kv, here],
+         memory_wall_kwargs)
 
 
 TABS = {"knee": _knee_tab, "batch_depth": _batch_tab, "policies": _policies_tab, "theory": _theory_tab,
