@@ -212,6 +212,18 @@ def pass_time(model, device: str, fast: bool, int8: bool = False) -> float:
     return known[key]
 
 
+def fast_by_default(pair) -> bool:
+    """The path the lessons time: the fast path where it replays CUDA graphs
+    (app.fastpath.use_by_default), else where the target's one-token pass measures faster on it
+    (pass_time, as the Live tab's "auto"), so a lesson times what the Live tab's defaults run."""
+    if fastpath.use_by_default(pair.device):
+        return True
+    try:
+        return pass_time(pair.target, pair.device, True) < pass_time(pair.target, pair.device, False)
+    except Exception:  # noqa: BLE001 - a fast path this model cannot take stays off
+        return False
+
+
 def choose_paths(pair, req: DecodeRequest) -> dict:
     """Decide what the request left to measurement ("auto"): the fast path on when the target's
     pass measures faster on it (it then serves the draft and the plain runs too), the draft's
@@ -258,10 +270,10 @@ def timed_decode(pair, ids: list[int], settings: DecodeSettings, *, policy=None,
                  plain: bool = False) -> tuple[list, float]:
     """One decode to completion, timed: speculative (app.engine.speculative_generate, with
     `policy` and `drafter` when given) or target-only (plain=True). -> (step events, wall
-    seconds). On CUDA the fast path is on by default (app.fastpath.use_by_default); it is
+    seconds). The fast path is on where it runs by default (fast_by_default); it is
     readied before the clock starts, as engine.run does, so no run is charged for set-up that
     the next one reuses. Every timed pass synchronises the device (app.timing)."""
-    settings = replace(settings, fast=settings.fast or fastpath.use_by_default(pair.device))
+    settings = replace(settings, fast=settings.fast or fast_by_default(pair))
     prepare_fast_path(pair, settings)
     start = time.perf_counter()
     if plain:

@@ -148,10 +148,11 @@ def test_cli_knee_prints_eager_and_fast_side_by_side(tiny_dirs, capsys):
     assert "fast path   lean decoder" in out and "eager/fast" in out
 
 
-def test_lessons_take_the_fast_path_where_it_replays_cuda_graphs(tiny_pair, monkeypatch):
-    """On CUDA (simulated: use_by_default -> True) the lessons decode and time on the fast path;
-    here on the CPU they stay eager."""
-    from app import engine, knee
+def test_lessons_take_the_path_the_live_tab_would(tiny_pair, monkeypatch):
+    """The lessons decode and time on the fast path where it replays CUDA graphs (simulated:
+    use_by_default -> True) or where the target's one-token pass measures faster on it
+    (app.runner.pass_time, simulated both ways, as the Live tab's "auto" decides); else eagerly."""
+    from app import engine, knee, runner
     from app.lessons import common, policies
     seen, timed = [], []
     real = engine.speculative_generate
@@ -160,13 +161,18 @@ def test_lessons_take_the_fast_path_where_it_replays_cuda_graphs(tiny_pair, monk
     real_time = knee.time_forward
     monkeypatch.setattr(knee, "time_forward", lambda *a, **kw: timed.append(kw["fast"]) or real_time(*a, **kw))
     ids = tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
-    common.decode(tiny_pair, ids, DecodeSettings(max_new_tokens=4))
-    policies.measure_costs(tiny_pair, 1, 8, repeats=1)
+
+    def run_with(fast_seconds: float) -> None:
+        monkeypatch.setattr(runner, "pass_time", lambda model, device, fast, int8=False: fast_seconds if fast else 1.0)
+        common.decode(tiny_pair, ids, DecodeSettings(max_new_tokens=4))
+        policies.measure_costs(tiny_pair, 1, 8, repeats=1, fast=runner.fast_by_default(tiny_pair))
+    run_with(2.0)  # the fast path measured slower: eager
     assert seen == [False] and set(timed) == {False}
-    monkeypatch.setattr(fastpath, "use_by_default", lambda device: True)
-    common.decode(tiny_pair, ids, DecodeSettings(max_new_tokens=4))
-    policies.measure_costs(tiny_pair, 1, 8, repeats=1)
+    run_with(0.5)  # measured faster: the lessons take it
     assert seen == [False, True] and timed[-1] is True
+    monkeypatch.setattr(fastpath, "use_by_default", lambda device: True)
+    run_with(2.0)  # CUDA graphs: always
+    assert seen == [False, True, True] and timed[-1] is True
 
 
 def test_a_compiler_failure_falls_back_to_the_eager_pass(tiny_pair, monkeypatch):

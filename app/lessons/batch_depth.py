@@ -232,10 +232,10 @@ def thresholds(batches, gammas, speedup, impossible=None) -> tuple[list[int | No
 
 def measure_times(pair, batches, gammas, kv_len, repeats, progress=None):
     """(t_target [b][gamma] at q = gamma + 1, t_draft [b] at q = 1) as Spreads of `repeats`
-    rounds, batch by batch; on CUDA on the fast path (app.fastpath.use_by_default)."""
-    from app.fastpath import use_by_default
+    rounds, batch by batch; on the path the Live tab runs (app.runner.fast_by_default)."""
+    from app.runner import fast_by_default
 
-    t_target, t_draft, fast = [], [], use_by_default(pair.device)
+    t_target, t_draft, fast = [], [], fast_by_default(pair)
     for i, b in enumerate(batches):
         report(progress)(i / len(batches), f"timing the target at batch {b}")
         t_target.append([Spread.of(s) for s in time_passes(pair.target, device=pair.device, batch=b,
@@ -251,10 +251,10 @@ def measure_times(pair, batches, gammas, kv_len, repeats, progress=None):
 def batch2_times(pair, kv_len: int, repeats: int) -> dict[str, Spread]:
     """t_target(b, 1) for b = 1 and 2, alternating (b=1, b=2, b=1, ...; verdict.interleave), one
     timed pass per call after its warm-up, so round i of each was taken moments apart (C5)."""
-    from app.fastpath import use_by_default
+    from app.runner import fast_by_default
 
     once = lambda b: lambda: time_passes(pair.target, device=pair.device, batch=b, qs=[1], kv_len=kv_len,
-                                         repeats=1, fast=use_by_default(pair.device))[0]
+                                         repeats=1, fast=fast_by_default(pair))[0]
     return interleave({"b=1": once(1), "b=2": once(2)}, repeats)
 
 

@@ -201,7 +201,7 @@ def flops_vs_time(pair, *, prompt: str | None = None, gamma: int = 4, max_new_to
     interleaved `repeats` times, counted and timed (module docstring)."""
     from dataclasses import replace
 
-    from app.fastpath import use_by_default
+    from app.runner import fast_by_default
     from app.knee import time_passes
 
     need_draft(pair)
@@ -219,7 +219,7 @@ def flops_vs_time(pair, *, prompt: str | None = None, gamma: int = 4, max_new_to
     report(progress)(0.9, f"timing target passes of 1..{best + 1} tokens")
     kv_len = len(ids) + max_new_tokens // 2
     t_pass = [Spread.of(s) for s in time_passes(pair.target, device=pair.device, batch=1, qs=list(range(1, best + 2)),
-                                                kv_len=kv_len, repeats=repeats, fast=use_by_default(pair.device),
+                                                kv_len=kv_len, repeats=repeats, fast=fast_by_default(pair),
                                                 samples=True)]
     verify_s, draft_s = wasted_seconds(spec.run.steps, [t.median for t in t_pass])
     flops, wasted = count_flops(spec.run.steps, plain.run.steps, {"target": pair.target.config,

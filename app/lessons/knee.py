@@ -148,7 +148,7 @@ def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, cei
                  progress: Progress | None = None) -> FiveForOneResult:
     """Time the target of `pair` at each q in qs (1 always added), `repeats` interleaved rounds;
     ceilings default to app.hardware.measure_ceilings (cached per device; seconds the first time)."""
-    from app.fastpath import use_by_default
+    from app.runner import fast_by_default
     from app.hardware import measure_ceilings
     from app.knee import max_positions, time_passes
 
@@ -162,7 +162,7 @@ def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, cei
         ceilings = measure_ceilings(pair.device, pair.dtype, progress=part(progress, 0.0, 0.2))
     part(progress, 0.2, 1.0)(0.0, f"timing q = {', '.join(map(str, qs))}, {repeats} interleaved rounds")
     samples = time_passes(pair.target, device=pair.device, batch=1, qs=list(qs), kv_len=kv_len,
-                          repeats=repeats, fast=use_by_default(pair.device), samples=True)
+                          repeats=repeats, fast=fast_by_default(pair), samples=True)
     seconds = [Spread.of(s) for s in samples]
     ratios = [paired_ratio(s, seconds[0]) for s in seconds]
     rows = _rows(pair, qs, seconds, kv_len, ceilings)
@@ -171,7 +171,7 @@ def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, cei
     if pair.device == "cpu":  # is the knee hidden by the CPU's matrix-product path? (app.cpu_regime)
         from app.cpu_regime import from_times
         found = from_times({q: s.median for q, s in zip(qs, seconds)}, ceilings.device_name,
-                           use_by_default(pair.device))
+                           fast_by_default(pair))
         regime = found.to_dict() if found else None
     floor = check_memory_floor(seconds[0].min, rows[0]["bytes"], ceilings.measured_bytes_per_s)
     verdict = knee_verdict(qs, ratios, bound=rows[0]["bound"], on_cpu=pair.device == "cpu",

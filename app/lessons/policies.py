@@ -199,7 +199,8 @@ def compare_policies(pair, *, prompts=None, policies=POLICY_NAMES, gamma: int = 
     prompts = prompts_for(pair, prompts)
     ids = [encode(pair, p, max_new_tokens + max(gamma_max, *fixed_gammas) + 1) for p in prompts]
     report(progress)(0.0, "measuring t(q) for the roofline policy")
-    costs = measure_costs(pair, gamma_max, kv_len=max(len(i) for i in ids))
+    from app.runner import fast_by_default
+    costs = measure_costs(pair, gamma_max, kv_len=max(len(i) for i in ids), fast=fast_by_default(pair))
     settings = DecodeSettings(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
     adaptive = [n for n in policies if n != "fixed"]
     makers = {"plain": lambda: None, **{f"fixed γ = {g}": (lambda g=g: FixedDepth(g)) for g in fixed_gammas},
