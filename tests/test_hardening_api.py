@@ -70,7 +70,9 @@ def memory_wall_args(labels, **changes) -> list:
     """The memory-wall tab's values in API order, by label; `changes` by label too."""
     values = {PARAMS: 70, "weights dtype": "fp16", "batch": 1, "tokens per pass q (γ + 1 when verifying)": 1,
               "device": lessons.CUSTOM_DEVICE, "bandwidth TB/s (custom)": 2.0,
-              "peak TFLOP/s (custom, 0 = unknown)": 300} | changes
+              "peak TFLOP/s (custom, 0 = unknown)": 300, "cached tokens read per pass (KV cache)": 1024,
+              "KV KiB per cached token (Llama-3-70B, fp16: 320)": 320,
+              "also measure this device's ridge (a few seconds)": False} | changes
     return [values[label] for label in labels]
 
 
