@@ -8,10 +8,9 @@ read like an upload.
     python benchmarks/record_gallery.py --device cuda    # the same runs on a GPU: cuda-*.json beside them
 
 Runs: greedy, 48 new tokens, one torch thread, with the baseline (target-only) run for the
-speedup; the embedded pair at the default depth (gamma 4, the Live tab's and the CLI's default),
-the flagship at gamma 1 on the fast path with the int8 draft (its best fixed depth on a CPU:
-README, "Why gamma = 1 wins on this CPU"); on a GPU the same, less the int8 draft (a CPU-only
-option), so that a CPU run and a GPU run of one example differ by the device alone. The prompts are the Live tab's examples
+speedup, interleaved as the app does; both pairs with the app's defaults (app.settings.DEFAULTS:
+the roofline depth policy up to gamma 4, the fast path and the int8 draft where they measure
+faster), so that a CPU run and a GPU run of one example differ by the device alone. The prompts are the Live tab's examples
 (app/ui/live.py EXAMPLES): the chat questions for the instruction-tuned flagship, the prose
 openings for the embedded pair, which was trained on Austen and Shakespeare.
 
@@ -48,8 +47,8 @@ OPENINGS = ["It is a truth universally acknowledged, that a single man in posses
             "Emma Woodhouse, handsome, clever, and rich,"]
 FLAGSHIP = "smollm2-135m q4 / distilled draft"  # demo_models.presets.FLAGSHIP
 # (short name for the files, preset, extra CLI flags, prompts)
-RUNS = [("embedded", "embedded", [], OPENINGS),
-        ("flagship", FLAGSHIP, ["--gamma", "1", "--fast", "--draft-int8"], QUESTIONS)]
+RUNS = [("embedded", "embedded", [], OPENINGS),  # the app's defaults for both (DEFAULTS)
+        ("flagship", FLAGSHIP, [], QUESTIONS)]
 COMMON = ["--max-new-tokens", str(NEW_TOKENS), "--temperature", "0", "--threads", "1", "--baseline"]
 DEVICES = ("cpu", "cuda", "mps")
 CPU_ONLY = {"--draft-int8"}  # flags dropped off a CPU (app.lean's int8 weights run on a CPU only)
@@ -157,9 +156,9 @@ numbers; `tests/test_recorded.py` checks that every file loads and matches its e
 - Command: `python benchmarks/record_gallery.py`, which runs, for each prompt,
   `python -m app generate --prompt PROMPT --pair PAIR {' '.join(COMMON)} [flags] --json FILE`
   (for example: `{first.get('command', '')}`).
-- The embedded pair at γ = 4 (the default depth); the flagship (`{FLAGSHIP}`) at γ = 1 with
-  `--fast --draft-int8`, its best fixed depth on a CPU (on a GPU `--fast` alone). Greedy decoding, {NEW_TOKENS} new tokens, and
-  the target-only baseline run for the speedup. The prompts are the Live tab's examples: prose
+- Both pairs (the embedded one and `{FLAGSHIP}`) with the app's defaults: the roofline depth
+  policy up to γ = 4, the fast path and the int8 draft where they measure faster. Greedy
+  decoding, {NEW_TOKENS} new tokens, and plain decoding interleaved for the speed-up and its range. The prompts are the Live tab's examples: prose
   openings for the embedded pair, chat questions for the flagship.
 - Times are wall clock on a machine that other jobs shared: the 1-minute load average was
   {f'{min(loads):.1f} to {max(loads):.1f}' if loads else 'not recorded'} on {os.cpu_count()} cores while they ran (each file's
