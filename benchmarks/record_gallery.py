@@ -14,9 +14,11 @@ faster), so that a CPU run and a GPU run of one example differ by the device alo
 (app/ui/live.py EXAMPLES): the chat questions for the instruction-tuned flagship, the prose
 openings for the embedded pair, which was trained on Austen and Shakespeare.
 
-Each file is the CLI's export with two edits: model paths inside this checkout are made
-relative to it (the absolute path of whoever recorded says nothing), and the recording machine's
-CPU model and core count are added to `recorded` (a GPU run's host too); nothing else. The
+Each file is the CLI's export with three edits: model paths inside this checkout are made
+relative to it (the absolute path of whoever recorded says nothing), the recording machine's
+CPU model and core count are added to `recorded` (a GPU run's host too), and the command names
+the file where it lies in the gallery, not the temporary folder the CLI wrote it to (every run
+is recorded before a gallery file changes, so the checkout is clean for each); nothing else. The
 trace itself says where, when, how and at which commit it was made (Trace.device, .recorded);
 manifest.json lists the files with their headline numbers (app.recorded.manifest_entry) and
 README.md says what was run on which CPU. Record from a clean checkout: the commit recorded is
@@ -28,7 +30,9 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -83,18 +87,27 @@ def relative_models(path: Path) -> None:
     path.write_text(trace.to_json())
 
 
-def record(name: str, preset: str, flags: list[str], prompt: str, out: Path, device: str = "cpu") -> Path:
-    """One CLI run on `device` into out/<device>-<name>-<prompt slug>.json; exits on failure."""
+def record(name: str, preset: str, flags: list[str], prompt: str, out: Path, device: str = "cpu",
+           staging: Path | None = None) -> Path:
+    """One CLI run on `device` into <device>-<name>-<prompt slug>.json: written in `staging`
+    (default: out) and named in the command as it will lie in `out`; exits on failure."""
     path = out / f"{device}-{name}-{slug(prompt)}.json"
     flags = flags if device == "cpu" else [f for f in flags if f not in CPU_ONLY]
     cmd = [sys.executable, "-m", "app", "generate", "--prompt", prompt, "--pair", preset, "--device", device,
            *COMMON, *flags, "--json", os.path.relpath(path, ROOT)]
+    if staging is not None:  # the CLI writes there; its recorded command names the file in `out`
+        cmd[-1] = str(staging / path.name)
+        path = staging / path.name
     print(f"recording {path.name} ...", flush=True)
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{path.name}: the CLI failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     relative_models(path)
+    if staging is not None:
+        trace = load_trace(path)
+        trace.recorded["command"] = trace.recorded["command"].replace(str(path), os.path.relpath(out / path.name, ROOT))
+        path.write_text(trace.to_json())
     return path
 
 
@@ -188,11 +201,15 @@ def main(argv=None) -> int:
     from app.recorded import git_commit
     if git_commit()[1]:
         print("warning: the work tree has uncommitted changes; the files will say dirty: true", file=sys.stderr)
+    # every run is recorded before any file in the checkout changes, so each says dirty: false
+    staging = Path(tempfile.mkdtemp(prefix="gallery-"))
     for name, preset, flags, prompts in RUNS:
         if args.only and name != args.only:
             continue
         for prompt in prompts:
-            record(name, preset, flags, prompt, args.out, args.device)
+            record(name, preset, flags, prompt, args.out, args.device, staging)
+    for path in sorted(staging.glob("*.json")):
+        shutil.move(str(path), args.out / path.name)
     entries = write_manifest(args.out)
     write_readme(args.out, entries)
     for e in entries:
