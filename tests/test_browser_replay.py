@@ -8,33 +8,18 @@ Same approach as tests/test_browser.py: Debian's chromium and the playwright pac
 """
 import json
 import os
-import socket
-from pathlib import Path
 
 import pytest
 
 from app import metrics
 from app.recorded import gallery, gallery_trace
+from tests.support import free_port
+from tests.test_browser import ARGS, ARTIFACTS, CHROMIUM, README_SCREENSHOT as LIVE_SCREENSHOT, _missing
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
-README_SCREENSHOT = ROOT / "docs" / "replay-compare.png"
+README_SCREENSHOT = LIVE_SCREENSHOT.with_name("replay-compare.png")
 CHARTS = "[...document.querySelectorAll('{root} .js-plotly-plot')].map(e => (e.layout && e.layout.title && e.layout.title.text) || '')"
 
 pytestmark = pytest.mark.browser
-
-
-def _missing() -> str | None:
-    if not os.path.exists(CHROMIUM):
-        return f"{CHROMIUM} is missing (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright Python package is missing (pip install playwright)"
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +31,7 @@ def url():
     def loader(*a, **k):
         raise AssertionError("a replay must not load a model")
     demo = build_demo(loader)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     yield f"http://127.0.0.1:{port}/"
     demo.close()
