@@ -57,15 +57,16 @@ class Defaults:
     app's default run is `python -m app generate PROMPT --baseline`. gamma is the cap of the
     depth policy; "auto" (fast_path, draft_int8) means on where a pass measures faster on this
     device (app.runner.choose_paths); rounds: speculative runs interleaved with as many plain
-    ones when the baseline is asked for (app.engine.run)."""
-    gamma: int = 4
+    ones when the baseline is asked for (app.engine.run). The sampling fields are
+    DecodeSettings' own defaults, so the two cannot drift apart."""
+    gamma: int = DecodeSettings.gamma
     depth_policy: str = "roofline"  # the roofline policy with gamma 0 allowed (app.runner.depth_policy)
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int = 0
-    max_new_tokens: int = 64
-    drafter: str = "model"
+    temperature: float = DecodeSettings.temperature
+    top_p: float = DecodeSettings.top_p
+    top_k: int = DecodeSettings.top_k
+    seed: int = DecodeSettings.seed
+    max_new_tokens: int = DecodeSettings.max_new_tokens
+    drafter: str = DecodeSettings.drafter
     device: str = "auto"
     fast_path: str = "auto"
     draft_int8: str = "auto"
