@@ -212,16 +212,27 @@ def pass_time(model, device: str, fast: bool, int8: bool = False) -> float:
     return known[key]
 
 
+def fast_measured(pair) -> tuple[bool, str]:
+    """(fast path on?, why in words): on when the target's one-token pass measures faster on it
+    (pass_time); off, saying so, when the fast path fails on this model."""
+    try:
+        plain, quick = pass_time(pair.target, pair.device, False), pass_time(pair.target, pair.device, True)
+    except Exception as exc:  # noqa: BLE001 - a fast path this model cannot take stays off
+        return False, f"off: the fast path failed on this model ({type(exc).__name__})"
+    fast = quick < plain
+    return fast, (f"{'on' if fast else 'off'}: a target pass of 1 token took {_ms(quick)} on the fast "
+                  f"path, {_ms(plain)} without")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
 def fast_by_default(pair) -> bool:
     """The path the lessons time: the fast path where it replays CUDA graphs
-    (app.fastpath.use_by_default), else where the target's one-token pass measures faster on it
-    (pass_time, as the Live tab's "auto"), so a lesson times what the Live tab's defaults run."""
-    if fastpath.use_by_default(pair.device):
-        return True
-    try:
-        return pass_time(pair.target, pair.device, True) < pass_time(pair.target, pair.device, False)
-    except Exception:  # noqa: BLE001 - a fast path this model cannot take stays off
-        return False
+    (app.fastpath.use_by_default), else as the Live tab's "auto" decides (fast_measured), so a
+    lesson times what the Live tab's defaults run."""
+    return fastpath.use_by_default(pair.device) or fast_measured(pair)[0]
 
 
 def choose_paths(pair, req: DecodeRequest) -> dict:
@@ -232,18 +243,10 @@ def choose_paths(pair, req: DecodeRequest) -> dict:
     for the trace (Trace.settings)."""
     from app.fastpath import uses_lean
     from app.feature_draft import is_feature_draft
-    s, notes, ms = req.settings, {}, lambda t: f"{t * 1e3:.2f} ms"
+    s, notes = req.settings, {}
     fast, int8 = s.fast, s.draft_int8
     if req.fast_auto:
-        try:
-            plain, quick = pass_time(pair.target, pair.device, False), pass_time(pair.target, pair.device, True)
-        except Exception as exc:  # noqa: BLE001 - a fast path this model cannot take stays off
-            plain, quick = 0.0, float("inf")
-            notes["fast_path_choice"] = f"off: the fast path failed on this model ({type(exc).__name__})"
-        fast = quick < plain
-        if plain:
-            notes["fast_path_choice"] = (f"{'on' if fast else 'off'}: a target pass of 1 token took "
-                                         f"{ms(quick)} on the fast path, {ms(plain)} without")
+        fast, notes["fast_path_choice"] = fast_measured(pair)
     lean_draft = (s.drafter == "model" and pair.draft is not None and not is_feature_draft(pair.draft)
                   and uses_lean(pair.draft))
     if req.int8_auto:
@@ -251,8 +254,8 @@ def choose_paths(pair, req: DecodeRequest) -> dict:
         if fast and lean_draft:
             full, small = pass_time(pair.draft, pair.device, True), pass_time(pair.draft, pair.device, True, True)
             int8 = small < full
-            notes["draft_int8_choice"] = (f"{'on' if int8 else 'off'}: a draft pass took {ms(small)} with int8 "
-                                          f"weights, {ms(full)} without")
+            notes["draft_int8_choice"] = (f"{'on' if int8 else 'off'}: a draft pass took {_ms(small)} with int8 "
+                                          f"weights, {_ms(full)} without")
     req.settings = replace(s, fast=fast, draft_int8=int8)
     return notes
 
