@@ -220,14 +220,6 @@ def busy_warnings(spreads: dict[str, Spread]) -> tuple[str | None, ...]:
     return (check_load(threads=threads), *(check_spread(name, s, threads=threads) for name, s in spreads.items()))
 
 
-def keep_fastest(best: dict, key, run: Run) -> None:
-    """best[key] = the faster of best[key] and run. Repeating a run and keeping its fastest time
-    (timeit's rule) discards slowdowns from other jobs on a shared machine; outputs are equal
-    across repeats because the seed is."""
-    if key not in best or run.seconds < best[key].seconds:
-        best[key] = run
-
-
 def alpha_hat(runs: Iterable[Run]) -> float:
     """Pooled acceptance estimate sum(accepted) / sum(examined) (module docstring)."""
     runs = list(runs)
