@@ -105,23 +105,30 @@ def topk_of(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return ix.to(torch.int32), lp.to(torch.float16)
 
 
-@torch.inference_mode()
 def replies(model, tok, prompts: list[str], temperature: float, batch: int, seed: int,
             deadline: float) -> list[dict]:
-    """The target's sampled answers. Each example: ids [L] (prompt + reply, EOS included),
-    first = the position whose output predicts the first reply token, and the teacher's top-K at
-    positions first .. first + n - 1 (from generate's raw logits: no second pass)."""
+    """The target's sampled answers to one-turn prompts, through its chat template (sample_rows)."""
+    return sample_rows(model, tok, [chat_ids(tok, p) for p in prompts], temperature, batch, seed, deadline)
+
+
+@torch.inference_mode()
+def sample_rows(model, tok, prompt_rows: list[list[int]], temperature: float, batch: int, seed: int,
+                deadline: float) -> list[dict]:
+    """The target's sampled continuations of prompt token rows, `batch` rows a generate call
+    (left-padded). Each example: ids [L] (prompt + reply, EOS included), first = the position
+    whose output predicts the first reply token, and the teacher's top-K at positions
+    first .. first + n - 1 (from generate's raw logits: no second pass)."""
     from transformers import GenerationConfig
     cfg = GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
                            max_new_tokens=MAX_NEW, pad_token_id=tok.pad_token_id,
                            eos_token_id=tok.eos_token_id, output_logits=True,
                            return_dict_in_generate=True)
     out = []
-    for i in range(0, len(prompts), batch):
+    for i in range(0, len(prompt_rows), batch):
         if time.time() > deadline:
             print(f"  time cap: stopping after {i} prompts", flush=True)
             break
-        rows = [chat_ids(tok, p) for p in prompts[i:i + batch]]
+        rows = prompt_rows[i:i + batch]
         width = max(map(len, rows))
         ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])  # [b, width]
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
@@ -135,7 +142,7 @@ def replies(model, tok, prompts: list[str], temperature: float, batch: int, seed
             n = int(eos[0]) + 1 if len(eos) else new.shape[1]
             out.append({"ids": torch.tensor(row + new[b, :n].tolist()), "first": len(row) - 1,
                         "tk_ids": tk_ids[b, :n].clone(), "tk_lp": tk_lp[b, :n].clone()})
-        print(f"  T={temperature}: {i + len(rows)}/{len(prompts)} prompts, "
+        print(f"  T={temperature}: {i + len(rows)}/{len(prompt_rows)} prompts, "
               f"{sum(len(e['tk_ids']) for e in out):,} reply tokens", flush=True)
     return out
 
@@ -525,7 +532,7 @@ def calibrate(args) -> None:
     out = Path(args.out)
     draft = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(out)
-    held = torch.load(cache_dir(args.cache) / "heldout.pt")
+    held = torch.load(args.heldout_shard or cache_dir(args.cache) / "heldout.pt")
     scales = [round(0.7 + 0.1 * i, 2) for i in range(11)]  # 0.7 .. 1.7
     table = {f"T={t}": alpha_by_scale(draft, held, tok.pad_token_id, t, scales) for t in (0.7, 1.0)}
     best = max(scales, key=lambda s: table["T=0.7"][s])
@@ -586,11 +593,26 @@ def load_data(src: Path, temperatures: list[float], wide: int = 0) -> tuple[list
             torch.load(src / "heldout.pt"), log)
 
 
+def load_shards(files: list[str], heldout: str, corpus: bool) -> tuple[list[dict], list[dict], list[dict], dict]:
+    """load_data's result from named shard files instead of the data stage's (`--shards`, e.g.
+    research.diverse_data's rounds): (replies, corpus windows or [], held-out replies, a data log
+    that lists each file with its replies and tokens)."""
+    parts = {Path(f).name: torch.load(f) for f in files}
+    held = torch.load(heldout)
+    corpus_part = torch.load(Path(files[0]).parent / "corpus.pt") if corpus else []
+    log = {"replies": {name: _summary(part) for name, part in parts.items()},
+           "heldout": {"file": Path(heldout).name, **_summary(held)}}
+    return [e for part in parts.values() for e in part], corpus_part, held, log
+
+
 def train_draft(args) -> None:
     """Distil the draft (time-capped) and save the checkpoint with the best held-out alpha."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    data, corpus, held, data_log = load_data(cache_dir(args.cache), args.temperatures, args.wide_rounds)
+    if args.shards:
+        data, corpus, held, data_log = load_shards(args.shards, args.heldout_shard, args.corpus_per_batch > 0)
+    else:
+        data, corpus, held, data_log = load_data(cache_dir(args.cache), args.temperatures, args.wide_rounds)
     draft, tok, before = start_draft(args, data + corpus)
     pad, vocab = tok.pad_token_id, DraftVocab.of(draft)
     coverage = kept_coverage(vocab, held)
@@ -704,6 +726,10 @@ def parse_args(argv=None):
                     help="time cap of the stage (data: of sampling new replies, not of forward passes over "
                     "recorded replies or the corpus; train: the draft's CPU budget)")
     ap.add_argument("--resume", help="train a saved draft further (its directory) instead of a new one")
+    ap.add_argument("--shards", nargs="+", help="train: learn from exactly these cache files (e.g. research."
+                    "diverse_data's rounds) instead of the data stage's shards; corpus.pt beside them if "
+                    "--corpus-per-batch > 0")
+    ap.add_argument("--heldout-shard", help="train with --shards: the held-out replies that choose the checkpoint")
     ap.add_argument("--slice", help="start from the target's own layers at its width, e.g. 0,1 "
                     "(make_sliced_draft) instead of a new narrow draft (research/RESULTS.md: not better on this CPU)")
     ap.add_argument("--width", type=int, default=DRAFT_SHAPE["hidden_size"],
@@ -722,7 +748,10 @@ def parse_args(argv=None):
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=bf16,
                     help="train under bf16 autocast (train_step); default: whether oneDNN has bf16 kernels "
                     f"for this CPU (cpu_has_bf16: {'yes' if bf16 else 'no'} here)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.shards and not args.heldout_shard:
+        ap.error("--shards needs --heldout-shard")
+    return args
 
 
 def main(argv=None) -> None:

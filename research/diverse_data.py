@@ -15,15 +15,27 @@ teacher_topk rebuilds the top-K teacher targets from it with one forward pass.
 
     nice -n 19 python -m research.diverse_data --out F.jsonl [--tokens 128] [--limit N]
     python -m research.diverse_data --out F.jsonl --pack F.npz
+
+Batched, for training (`--cache DIR`): one round of every training prompt at one temperature,
+`--batch` prompts a generate call, the teacher's top-K kept from generate's own logits
+(research.distill_smollm2.sample_rows: no second pass), saved as a training shard
+DIR/diverse_r{R}_T{T}.pt and its ids as a record in demo_models/smollm2_replies/. The last
+HELDOUT prompts of the shuffled pool are never trained on: `--heldout` answers them once
+(DIR/diverse_heldout.pt) to choose the checkpoint by; the evaluation set is disjoint from both.
+
+    MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --temperature 0.7 --batch 64
+    MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --heldout
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 TEMPERATURES = (0.7, 1.0)
+HELDOUT = 48  # the pool's last prompts: never trained on, they choose the checkpoint
 
 
 def sample(pair, messages: list[dict], temperature: float, tokens: int, seed: int) -> tuple[list[int], int, float]:
@@ -85,15 +97,79 @@ def run(pair, prompts: list[dict], out: Path, temperatures=TEMPERATURES, tokens:
     return n
 
 
+def split(pool: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(training prompts, held-out prompts): the pool's last HELDOUT prompts are held out."""
+    return pool[:-HELDOUT], pool[-HELDOUT:]
+
+
+def shard(model, tok, prompts: list[dict], temperature: float, batch: int, seed: int, deadline: float) -> list[dict]:
+    """Every prompt's reply sampled in batches of similar length (sample_rows: ids, first, top-K),
+    then every multi-turn prompt's second reply after the teacher's own first. Each example also
+    carries its prompt's "prompt_id", "kind" and "turn"."""
+    from research.distill_smollm2 import sample_rows
+    from research.eval_set import chat_ids
+    order = sorted(range(len(prompts)), key=lambda i: len(chat_ids(tok, prompts[i]["messages"])))
+    ps = [prompts[i] for i in order]
+    out = sample_rows(model, tok, [chat_ids(tok, p["messages"]) for p in ps], temperature, batch, seed, deadline)
+    tag = lambda e, p, turn: {**e, "prompt_id": p["id"], "kind": p["kind"], "turn": turn}  # noqa: E731
+    out = [tag(e, p, 1) for e, p in zip(out, ps)]
+    second = [(p, e) for e, p in zip(out, ps) if p.get("follow_up")]
+    rows = []
+    for p, e in second:
+        said = tok.decode(e["ids"][e["first"] + 1:], skip_special_tokens=True).strip()
+        rows.append(chat_ids(tok, p["messages"] + [{"role": "assistant", "content": said},
+                                                     {"role": "user", "content": p["follow_up"]}]))
+    more = sample_rows(model, tok, rows, temperature, batch, seed + 1, deadline) if rows else []
+    return out + [tag(e, p, 2) for e, (p, _) in zip(more, second)]
+
+
+def make_shard(args) -> None:
+    """One batched round (or the held-out replies) into the cache, its ids into the record."""
+    import torch
+    from research.distill_smollm2 import load_teacher
+    from research.diverse_prompts import prompts
+    from research.teacher_record import RECORD_DIR, save_record
+    train, held = split(prompts())
+    name = "diverse_heldout" if args.heldout else f"diverse_r{args.round}_T{args.temperature[0]}"
+    path = args.cache / f"{name}.pt"
+    if path.exists():
+        sys.exit(f"{path} exists: remove it to sample it again")
+    model, tok = load_teacher()
+    torch.set_num_threads(args.threads)
+    t0 = time.time()
+    seed = 99 if args.heldout else 20000 + 1000 * args.round + round(100 * args.temperature[0])
+    examples = shard(model, tok, held if args.heldout else train, 0.7 if args.heldout else args.temperature[0],
+                     args.batch, seed, t0 + 60 * args.max_minutes)
+    seconds = time.time() - t0
+    args.cache.mkdir(parents=True, exist_ok=True)
+    torch.save(examples, path)
+    save_record(examples, RECORD_DIR / f"{name}.npz", seconds)
+    tokens = sum(len(e["tk_ids"]) for e in examples)
+    print(f"{path}: {len(examples)} replies, {tokens:,} reply tokens in {seconds:.0f} s "
+          f"({tokens / seconds:.1f} tokens/s)")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True, help="the JSON-lines file to append to (resumes it)")
+    ap.add_argument("--out", type=Path, default=None, help="the JSON-lines file to append to (resumes it)")
     ap.add_argument("--pack", type=Path, default=None, help="write OUT's lines as a teacher_record .npz and stop")
     ap.add_argument("--tokens", type=int, default=128, help="reply tokens per reply (default 128)")
     ap.add_argument("--temperatures", type=float, nargs="+", default=list(TEMPERATURES))
     ap.add_argument("--limit", type=int, default=None, help="stop after this many prompt-temperature pairs")
     ap.add_argument("--draft", type=Path, default=None, help="unused by sampling; the pair loads with it")
+    ap.add_argument("--cache", type=Path, default=None, help="batched mode: the teacher-output directory")
+    ap.add_argument("--round", type=int, default=0, help="batched mode: which round (new seeds)")
+    ap.add_argument("--temperature", type=float, nargs=1, default=[0.7], help="batched mode: one temperature")
+    ap.add_argument("--heldout", action="store_true", help="batched mode: answer the held-out prompts once")
+    ap.add_argument("--batch", type=int, default=64, help="batched mode: prompts per generate call")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-minutes", type=float, default=60.0, help="batched mode: time cap of sampling")
     args = ap.parse_args(argv)
+    if args.cache:
+        make_shard(args)
+        return
+    if args.out is None:
+        ap.error("--out or --cache is required")
     if args.pack:
         print(f"packed {pack(args.out, args.pack)} examples into {args.pack}")
         return

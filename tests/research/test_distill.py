@@ -283,3 +283,28 @@ def test_shipped_draft_was_made_by_the_gpu_route_its_log_describes():
     bounds = [r["heldout_alpha_topk"] for r in log["curve"]]
     assert log["heldout_alpha_topk"] == max(bounds) and log["selected_by"] == "heldout_alpha_topk"
     assert log["calibration"]["scale"] > 0  # calibrated on the CPU afterwards
+
+
+def test_training_on_named_shards_logs_each_and_chooses_by_their_held_out_file(draft, data, tmp_path):
+    """--shards (research.diverse_data's rounds) with --heldout-shard and no corpus: the log lists
+    each file with its replies and tokens, and the held-out bound is the held-out file's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    src, cache, out = tmp_path / "src", tmp_path / "cache", tmp_path / "out"
+    draft.save_pretrained(src)
+    AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR)).save_pretrained(src)
+    (src / "train_log.json").write_text("{}")
+    cache.mkdir()
+    torch.save(data[:1], cache / "a.pt")
+    torch.save(data[1:], cache / "b.pt")
+    torch.save(data[1:], cache / "held.pt")
+    distill.train_draft(distill.parse_args(
+        ["train", "--shards", str(cache / "a.pt"), str(cache / "b.pt"), "--heldout-shard", str(cache / "held.pt"),
+         "--out", str(out), "--resume", str(src), "--steps", "3", "--batch", "2", "--corpus-per-batch", "0",
+         "--no-bf16"]))
+    log = json.loads((out / "train_log.json").read_text())
+    assert log["data"]["replies"] == {"a.pt": {"examples": 1, "tokens": 2}, "b.pt": {"examples": 1, "tokens": 2}}
+    assert log["data"]["heldout"] == {"file": "held.pt", "examples": 1, "tokens": 2}
+    saved = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    assert distill.heldout_alpha(saved, data[1:], 2) == pytest.approx(log["as_saved"]["heldout_alpha_topk"], abs=1e-4)
+    with pytest.raises(SystemExit):
+        distill.parse_args(["train", "--shards", str(cache / "a.pt")])

@@ -102,3 +102,41 @@ def test_run_resume_and_pack_on_the_embedded_pair(embedded_pair, monkeypatch, tm
     back = load_record(tmp_path / "replies.npz")
     assert n == 6 and [b["ids"].tolist() for b in back] == [r["ids"] for r in rows]
     assert [b["first"] for b in back] == [r["first"] for r in rows]
+
+
+def test_the_held_out_prompts_are_the_pools_last_and_never_trained_on():
+    from research.diverse_data import HELDOUT, split
+    pool = prompts()
+    train, held = split(pool)
+    assert len(held) == HELDOUT and train + held == pool
+    assert not {p["id"] for p in train} & {p["id"] for p in held}
+
+
+def test_a_batched_shard_keeps_the_teachers_top_k_and_both_turns(embedded_pair, monkeypatch):
+    """research.diverse_data.shard on the real (tiny) target: one example per turn, tagged with its
+    prompt; each reply's top-K rows are the target's own log-probabilities at those positions."""
+    import torch
+    from research import distill_smollm2 as distill
+    from research.diverse_data import shard
+    from research.eval_set import chat_ids
+    tok, model = embedded_pair.tokenizer, embedded_pair.target
+    monkeypatch.setattr(tok, "chat_template", TEMPLATE, raising=False)
+    monkeypatch.setattr(distill, "MAX_NEW", 5)
+    monkeypatch.setattr(distill, "TOP_K", 4)
+    pool = [p for p in prompts() if p["kind"] == "multiturn"][:1] + [p for p in prompts() if p["kind"] == "maths"][:2]
+    out = shard(model, tok, pool, 0.7, batch=2, seed=0, deadline=float("inf"))
+    assert sorted((e["prompt_id"], e["turn"]) for e in out) == sorted(
+        [(p["id"], 1) for p in pool] + [(pool[0]["id"], 2)])
+    for e in out:
+        n = len(e["ids"]) - e["first"] - 1                               # reply tokens
+        assert 0 < n <= 5 and e["tk_ids"].shape == e["tk_lp"].shape == (n, 4)
+        if e["turn"] == 1:
+            p = next(q for q in pool if q["id"] == e["prompt_id"])
+            assert e["ids"][:e["first"] + 1].tolist() == chat_ids(tok, p["messages"])
+        with torch.no_grad():
+            logits = model(input_ids=e["ids"][None]).logits[0, e["first"]:e["first"] + n]  # [n, V]
+        lp, ix = torch.log_softmax(logits.float(), -1).topk(4, -1)
+        assert torch.equal(ix.int(), e["tk_ids"])
+        # generate ran the rows left-padded in a batch: the same fp32 sums in another order, which
+        # can move a value across an fp16 rounding boundary: at most one fp16 ulp, 2^-10 relative
+        torch.testing.assert_close(e["tk_lp"].float(), lp.half().float(), rtol=2 ** -10, atol=1e-5)
