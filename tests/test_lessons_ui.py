@@ -36,6 +36,14 @@ def test_one_tab_per_lesson_after_the_walkthrough(demo):
     assert len(handlers(demo, "walk")) == len(LESSONS) and len(handlers(demo, "tab")) == len(LESSONS)
 
 
+def test_repeat_sliders_cannot_ask_for_fewer_repeats_than_a_verdict_needs(demo):
+    from app.lessons.common import MIN_REPEATS
+    sliders = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)
+               and ("repeats" in b.label or "rounds" in b.label)]
+    assert len(sliders) == 4                     # knee, batch x depth, policies, theory
+    assert all(b.minimum == MIN_REPEATS and b.value >= MIN_REPEATS for b in sliders)
+
+
 def test_formulas_render_inline_and_display_latex(demo):
     formulas = [b for b in demo.blocks.values() if isinstance(b, gr.Markdown) and "$$" in (b.value or "")]
     assert len(formulas) >= 2 * 6  # walkthrough + tab header of every lesson with a formula

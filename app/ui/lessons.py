@@ -17,6 +17,7 @@ import gradio as gr
 import visualizations.lessons as figures
 from app.hardware import DATASHEET
 from app.lessons import LESSONS, LessonError
+from app.lessons.common import MIN_REPEATS
 from app.lessons.lossless import VARIANT_LABELS
 from app.lessons.memory_wall import BANDWIDTH, BYTES_PER_PARAM, LLAMA3_70B_KV, PARAMS, PEAK, in_unit
 from app.ui import turns
@@ -195,7 +196,7 @@ def _knee_tab(get_pair):
     with gr.Row():
         qs = gr.Textbox("1,2,3,4,5,6,8,16,32,64,128", label="tokens per pass q (comma-separated)")
         kv = gr.Number(64, precision=0, label="KV cache length")
-        reps = gr.Slider(1, 20, value=5, step=1, label="repeats (median)")
+        reps = gr.Slider(MIN_REPEATS, 20, value=5, step=1, label="repeats (median and spread)")
     _tab("knee", get_pair, [qs, kv, reps],
          lambda q, k, r: {"qs": parse_ints(q, "q"), "kv_len": k, "repeats": r})
 
@@ -208,7 +209,7 @@ def _batch_tab(get_pair):
         measure = gr.Checkbox(True, label="measure α on the loaded pair (off: use the slider)")
         alpha = gr.Slider(0, 1, value=0.7, step=0.01, label="α (chosen)")
         steps = gr.Number(200, precision=0, label="simulated steps per cell")
-        reps = gr.Slider(1, 10, value=3, step=1, label="repeats per timing")
+        reps = gr.Slider(MIN_REPEATS, 10, value=MIN_REPEATS, step=1, label="repeats per timing")
     _tab("batch_depth", get_pair, [batches, gammas, measure, alpha, steps, reps],
          lambda b, g, m, a, st, r: {"batches": parse_ints(b, "batch sizes"), "gammas": parse_ints(g, "γ values"),
                                     "alpha": None if m else a, "steps": st, "repeats": r})
@@ -226,7 +227,7 @@ def _policies_tab(get_pair):
         threshold = gr.Slider(0, 1, value=0.4, step=0.05, label="confidence threshold")
         new = gr.Slider(4, 256, value=64, step=1, label="new tokens per prompt")
         temp = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
-        rounds = gr.Slider(1, 5, value=3, step=1, label="rounds (interleaved repeats: the spread)")
+        rounds = gr.Slider(MIN_REPEATS, 5, value=MIN_REPEATS, step=1, label="rounds (interleaved repeats: the spread)")
     _tab("policies", get_pair, [prompts, gamma, gamma_max, threshold, new, temp, rounds],
          lambda p, g, gm, th, n, t, r: {"prompts": parse_prompts(p, True), "gamma": g, "gamma_max": gm,
                                         "threshold": th, "max_new_tokens": n, "temperature": t, "rounds": r})
@@ -239,7 +240,7 @@ def _theory_tab(get_pair):
         gammas = gr.Textbox("1,2,3,4,5,6,7,8", label="γ values")
         new = gr.Slider(4, 256, value=64, step=1, label="new tokens per prompt")
         temp = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
-        rounds = gr.Slider(1, 5, value=3, step=1, label="rounds (interleaved repeats: the spread)")
+        rounds = gr.Slider(MIN_REPEATS, 5, value=MIN_REPEATS, step=1, label="rounds (interleaved repeats: the spread)")
     _tab("theory", get_pair, [prompts, gammas, new, temp, rounds],
          lambda p, g, n, t, r: {"prompts": parse_prompts(p, True), "gammas": parse_ints(g, "γ values"),
                                 "max_new_tokens": n, "temperature": t, "rounds": r})
