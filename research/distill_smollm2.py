@@ -630,10 +630,10 @@ def train_draft(args) -> None:
         batch = rng.sample(data, args.batch) + rng.sample(corpus, args.corpus_per_batch)
         loss, alpha = train_step(draft, opt, collate(batch, pad, vocab), args.bf16, args.tvd, args.tvd_temperature,
                                  args.distill_temperature)
-        if step % 25 == 0:
+        if step % 25 == 0 or step % args.eval_every == 0:
             row = {"step": step, "loss": round(loss.item(), 4), "alpha_topk": round(alpha.mean().item(), 4),
                    "seconds": round(time.time() - t0, 1)}
-            if step % 100 == 0:
+            if step % args.eval_every == 0:
                 row.update(bounds := heldout_bounds(draft, held, pad, temps))
                 row["seen_alpha_topk"] = heldout_alpha(draft, seen, pad)
                 if bounds[sel] > best[0]:
@@ -729,6 +729,8 @@ def parse_args(argv=None):
     ap.add_argument("--shards", nargs="+", help="train: learn from exactly these cache files (e.g. research."
                     "diverse_data's rounds) instead of the data stage's shards; corpus.pt beside them if "
                     "--corpus-per-batch > 0")
+    ap.add_argument("--eval-every", type=int, default=100,
+                    help="train: steps between held-out bounds (each a checkpoint candidate)")
     ap.add_argument("--heldout-shard", help="train with --shards: the held-out replies that choose the checkpoint")
     ap.add_argument("--slice", help="start from the target's own layers at its width, e.g. 0,1 "
                     "(make_sliced_draft) instead of a new narrow draft (research/RESULTS.md: not better on this CPU)")

@@ -299,7 +299,11 @@ def test_the_comparison_shows_each_runs_metrics_and_where_they_came_from():
         assert f"{s['tokens_per_s']:.1f} tokens/s ({s['new_tokens']} tokens" in text
         assert f"{s['mean_acceptance_length']:.2f} (1 + {s['accepted']} accepted / {s['drafting_steps']} drafting" in text
         assert " · ".join(f"{i + 1}: {x:.2f}" for i, x in enumerate(s["per_position_acceptance"])) in text
-        assert f"{s['speedup']:.2f}×" in text and replay._md(entry["date"]) in text
+        assert replay._md(entry["date"]) in text
+        # the run's own speed-up: the median and range of its interleaved spec/plain pairs
+        own = s["speedup_spread"]
+        assert own["n"] >= 2 and metrics.speedup_text(s) in text
+        assert f"{own['median']:.2f}x median, range {own['min']:.2f}–{own['max']:.2f}x" in text
         spread = replay.speedup_spread(trace)
         same = ("gamma", "fast", "draft_int8")  # the settings that make runs alike ("auto" may differ)
         alike = [e["speedup"] for e in gallery() if e["pair"] == entry["pair"] and e["device"] == entry["device"]

@@ -4,8 +4,10 @@ device turn is taken, so any number of visitors can replay at once.
 
 Every number shown comes from a trace file and says so: `provenance()` names the device (its
 measured ceilings), the date, the commit and how loaded the machine was.
-The headline numbers are app.metrics' (vLLM's and llama.cpp's definitions); the speed-up's
-spread is over the gallery's runs of the same pair, device and settings (`speedup_spread`).
+The headline numbers are app.metrics' (vLLM's and llama.cpp's definitions). A run's speed-up is
+the median of its own interleaved speculative/plain pairs with their range (metrics.speedup_text);
+beside it, the spread over the gallery's runs of the same pair, device and settings
+(`speedup_spread`: across prompts).
 
 `gpu_fallback(values, message)` is what the Live tab shows when ZeroGPU lends no GPU
 (app.spaces.wrap_decode): the recorded run closest to the request, with the reason.
@@ -152,7 +154,7 @@ def compare_rows(trace: Trace) -> list[str]:
         f"{_md(s['pair'] or 'not recorded')} · γ {st.get('gamma')} · {mode} · {fast}",
         f"{_f(s['tokens_per_s'], '.1f')} tokens/s ({s['new_tokens']} tokens in {s['seconds']:.2f} s, {s['seconds_from']})",
         f"{base['tokens_per_s']:.1f} tokens/s (target alone, same prompt)" if base else "no baseline run",
-        f"{_f(s['speedup'], '.2f')}× (tokens/s over the baseline's)",
+        metrics.speedup_text(s) + "".join(f"; {n}" for n in s["speedup_notes"]),
         f"{spread.text('×')} over the gallery's {spread.n} run(s) of this pair, device and settings" if spread else "no gallery runs alike",
         f"{_f(s['mean_acceptance_length'], '.2f')} (1 + {s['accepted']} accepted / {s['drafting_steps']} drafting steps)",
         f"{_f(s['draft_acceptance_rate'], '.1%')} ({s['accepted']} of {s['drafted']} drafted tokens)",
@@ -162,7 +164,8 @@ def compare_rows(trace: Trace) -> list[str]:
     ]
 
 
-ROWS = ("prompt", "pair and settings", "throughput", "baseline", "speed-up", "speed-up, spread", "mean acceptance length",
+ROWS = ("prompt", "pair and settings", "throughput", "baseline", "speed-up, this run", "speed-up, gallery runs alike",
+        "mean acceptance length",
         "draft acceptance rate", "acceptance by position", "tokens per target pass", "time by class")
 
 
