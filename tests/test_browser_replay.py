@@ -90,10 +90,10 @@ def test_compare_shows_both_runs_numbers(page):
         s = metrics.summary(gallery_trace(e))
         assert f"{s['tokens_per_s']:.1f} tokens/s" in table
         assert f"{s['mean_acceptance_length']:.2f} (1 + {s['accepted']} accepted" in table
-        assert f"{s['speedup']:.2f}×" in table
+        assert f"{s['speedup']:.2f}x median" in table   # the run's own interleaved spread
     assert "AMD" in table or "recorded" in table
-    charts = CHARTS.format(root="")
-    page.wait_for_function(f"{charts}.filter(t => t.includes('Roofline')).length >= 3", timeout=30_000)
+    charts = CHARTS.format(root="#sd-compare-rooflines")  # both runs' rooflines, whatever ran before
+    page.wait_for_function(f"{charts}.filter(t => t.includes('Roofline')).length == 2", timeout=30_000)
     ARTIFACTS.mkdir(exist_ok=True)
     page.wait_for_timeout(800)
     page.screenshot(path=str(ARTIFACTS / "replay-compare.png"), full_page=True)

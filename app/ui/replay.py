@@ -283,7 +283,7 @@ def build() -> None:
         run_b = gr.Dropdown(choices(True), value=counterpart(first) if first else None, label="Run B")
         go = gr.Button("Compare", variant="primary")
     table = gr.Markdown(elem_id="sd-compare")
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=True, elem_id="sd-compare-rooflines"):
         roof_a, roof_b = gr.Plot(None, label="Run A"), gr.Plot(None, label="Run B")
     with gr.Row(equal_height=True):
         steps_a, steps_b = gr.Plot(None, label="Run A"), gr.Plot(None, label="Run B")
