@@ -25,6 +25,7 @@ HELDOUT prompts of the shuffled pool are never trained on: `--heldout` answers t
 
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --temperature 0.7 --batch 64
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --heldout
+    MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --rebuild replies_T0.7   # a template shard too
 """
 from __future__ import annotations
 
@@ -149,6 +150,22 @@ def make_shard(args) -> None:
           f"({tokens / seconds:.1f} tokens/s)")
 
 
+def rebuild(args) -> None:
+    """A recorded shard (`--rebuild NAME`: RECORD_DIR/NAME.npz) into the cache as a training shard,
+    the teacher's top-K recomputed by one forward pass (research.distill_smollm2.teacher_topk), so
+    that a run on the diverse rounds can also keep some of the template replies it learned from."""
+    import torch
+    from research.distill_smollm2 import load_teacher, teacher_topk
+    from research.teacher_record import RECORD_DIR, load_record
+    model, _ = load_teacher()
+    torch.set_num_threads(args.threads)
+    t0 = time.time()
+    examples = teacher_topk(model, load_record(RECORD_DIR / f"{args.rebuild}.npz"), args.batch)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    torch.save(examples, args.cache / f"{args.rebuild}.pt")
+    print(f"{args.cache / args.rebuild}.pt: {len(examples)} replies rebuilt in {time.time() - t0:.0f} s")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=None, help="the JSON-lines file to append to (resumes it)")
@@ -162,11 +179,13 @@ def main(argv=None) -> None:
     ap.add_argument("--temperature", type=float, nargs=1, default=[0.7], help="batched mode: one temperature")
     ap.add_argument("--heldout", action="store_true", help="batched mode: answer the held-out prompts once")
     ap.add_argument("--batch", type=int, default=64, help="batched mode: prompts per generate call")
+    ap.add_argument("--rebuild", metavar="NAME", help="batched mode: a recorded shard (demo_models/smollm2_replies/"
+                    "NAME.npz) into the cache with the teacher's top-K (one forward pass)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-minutes", type=float, default=60.0, help="batched mode: time cap of sampling")
     args = ap.parse_args(argv)
     if args.cache:
-        make_shard(args)
+        rebuild(args) if args.rebuild else make_shard(args)
         return
     if args.out is None:
         ap.error("--out or --cache is required")
