@@ -359,6 +359,38 @@ def make_draft(teacher_cfg, teacher_embedding: torch.Tensor, kept: list[int], sh
     return draft
 
 
+def extra_tokens(examples: list[dict], kept: list[int], n: int) -> list[int]:
+    """The n tokens outside `kept` with the most teacher probability mass over the examples'
+    top-K entries (choose_vocab's measure), most mass first: what `--widen` adds."""
+    mass = torch.zeros(VOCAB_SIZE, dtype=torch.float64)
+    for e in examples:
+        mass.index_add_(0, e["tk_ids"].long().flatten(), e["tk_lp"].double().exp().flatten())
+    mass[torch.tensor(kept)] = -1.0
+    return mass.topk(n).indices.tolist()
+
+
+@torch.no_grad()
+def widen_vocab(draft, teacher_cfg, teacher_embedding: torch.Tensor, extra: list[int]):
+    """The draft over its kept tokens plus `extra` target tokens (research/RESULTS.md: the kept
+    vocabulary covered 0.94 of the teacher's mass on diverse replies, 0.89 on code). Every old row
+    keeps its weights; a new token's tied row starts as its target embedding [576] mapped by the
+    least-squares linear map that best takes the old kept tokens' target rows to their draft rows
+    (the draft's rows began as such a projection: make_draft). The extra input row stays last.
+    Returns the draft, its config's kept ids, vocab size and special-token rows updated."""
+    old = list(draft.config.draft_vocab_ids)
+    rows = draft.get_input_embeddings().weight.detach().float()             # [K_old + 1, d]
+    e_t = teacher_embedding.float()                                          # [V, 576]
+    fit = torch.linalg.lstsq(e_t[old], rows[:len(old)]).solution           # [576, d]
+    kept = sorted(set(old) | set(extra))
+    new_rows = {t: r for t, r in zip(old, rows[:len(old)])} | {t: e_t[t] @ fit for t in extra}
+    table = torch.stack([new_rows[t] for t in kept] + [rows[len(old)]])     # [K_new + 1, d]
+    draft.resize_token_embeddings(len(kept) + 1, mean_resizing=False)
+    draft.get_input_embeddings().weight.copy_(table.to(draft.get_input_embeddings().weight.dtype))
+    for k, v in kept_fields(teacher_cfg, kept).items():
+        setattr(draft.config, k, v)
+    return draft
+
+
 def make_sliced_draft(teacher, kept: list[int], layers: list[int]):
     """A draft cut from the target itself (`--slice`): the target's decoder layers `layers`, its
     final norm, and its embedding / output rows of the kept tokens (plus their mean for the
@@ -671,6 +703,11 @@ def start_draft(args, examples: list[dict]):
     if args.resume:
         src = Path(args.resume)
         draft = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+        if getattr(args, "widen", 0):
+            teacher, _ = load_teacher()
+            extra = extra_tokens(examples, list(draft.config.draft_vocab_ids), args.widen)
+            widen_vocab(draft, teacher.config, teacher.get_input_embeddings().weight.detach(), extra)
+            del teacher
         return draft.train(), AutoTokenizer.from_pretrained(src), json.loads((src / "train_log.json").read_text())
     teacher, tok = load_teacher()
     kept = choose_vocab(examples, special_ids(tok))
@@ -726,6 +763,9 @@ def parse_args(argv=None):
                     help="time cap of the stage (data: of sampling new replies, not of forward passes over "
                     "recorded replies or the corpus; train: the draft's CPU budget)")
     ap.add_argument("--resume", help="train a saved draft further (its directory) instead of a new one")
+    ap.add_argument("--widen", type=int, default=0, metavar="N",
+                    help="train with --resume: add the N tokens with the most teacher mass in the training data "
+                    "that the draft does not keep (extra_tokens, widen_vocab)")
     ap.add_argument("--shards", nargs="+", help="train: learn from exactly these cache files (e.g. research."
                     "diverse_data's rounds) instead of the data stage's shards; corpus.pt beside them if "
                     "--corpus-per-batch > 0")

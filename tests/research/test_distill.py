@@ -308,3 +308,43 @@ def test_training_on_named_shards_logs_each_and_chooses_by_their_held_out_file(d
     assert distill.heldout_alpha(saved, data[1:], 2) == pytest.approx(log["as_saved"]["heldout_alpha_topk"], abs=1e-4)
     with pytest.raises(SystemExit):
         distill.parse_args(["train", "--shards", str(cache / "a.pt")])
+
+
+def test_widening_adds_rows_keeps_the_old_ones_and_maps_new_ones_by_the_fitted_projection():
+    """widen_vocab: the kept ids grow by the extra tokens, tied rows stay tied, the old tokens'
+    hidden states are unchanged and their logits too (up to the output product's reassociation),
+    and a new token's row is its target embedding through the linear map that takes the old
+    kept tokens' target rows to their draft rows (exact here, where such a map exists)."""
+    import copy
+
+    from tests.support import assert_reassociation_close
+    d = distill.DRAFT_SHAPE["hidden_size"]
+    torch.manual_seed(1)
+    e_t = torch.randn(V, 576)
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    old = list(range(0, 2 * 700, 2))                                     # more kept rows than 576: the map is determined
+    base = distill.make_draft(cfg, e_t, old, distill.draft_shape(d, 1))
+    m = torch.randn(576, d) / 24                                         # the map to recover
+    with torch.no_grad():
+        base.get_input_embeddings().weight[:len(old)] = e_t[old] @ m
+    wide = distill.widen_vocab(copy.deepcopy(base), cfg, e_t, [45_000, 30_000])
+    kept = wide.config.draft_vocab_ids
+    assert kept == sorted(set(old) | {45_000, 30_000}) and wide.config.vocab_size == len(kept) + 1
+    assert wide.lm_head.weight.data_ptr() == wide.get_input_embeddings().weight.data_ptr()
+    assert wide.config.eos_token_id == kept.index(2)
+    rows = wide.get_input_embeddings().weight
+    for t in (45_000, 30_000):
+        torch.testing.assert_close(rows[kept.index(t)], e_t[t] @ m, rtol=1e-3, atol=1e-4)  # lstsq in fp32
+    assert torch.equal(rows[-1], base.get_input_embeddings().weight[-1])  # the extra input row
+    ids = torch.tensor([[old.index(t) for t in old[:6]]])                  # old tokens only, old rows
+    new_ids = torch.tensor([[kept.index(t) for t in old[:6]]])
+    with torch.no_grad():
+        h_old = base.model(input_ids=ids).last_hidden_state[0]             # [6, d]
+        h_new = wide.model(input_ids=new_ids).last_hidden_state[0]
+        assert torch.equal(h_old, h_new)
+        got = wide.lm_head(h_new)[:, [kept.index(t) for t in old]]          # [6, K_old]
+    assert_reassociation_close(got, h_new, base.lm_head.weight[:len(old)])
+
+
+def test_extra_tokens_are_the_unkept_ones_with_the_most_teacher_mass(data):
+    assert distill.extra_tokens(data, kept=[100, 200], n=2) == [45_000, 300]
