@@ -649,6 +649,9 @@ def train_draft(args) -> None:
     pad, vocab = tok.pad_token_id, DraftVocab.of(draft)
     coverage = kept_coverage(vocab, held)
     print(f"kept vocabulary: {len(vocab.ids):,} tokens; on held-out replies {coverage}", flush=True)
+    if before and getattr(args, "widen", 0):  # what the resumed draft's own kept tokens held
+        kept = json.loads((Path(args.resume) / "config.json").read_text())["draft_vocab_ids"]
+        data_log["heldout_kept_coverage_before_widening"] = kept_coverage(DraftVocab(kept, VOCAB_SIZE, "cpu"), held)
     print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     rng, t0, curve, cap = random.Random(args.seed), time.time(), [], args.max_minutes * 60

@@ -182,11 +182,34 @@ def test_the_shipped_card_quotes_the_committed_realistic_run():
     from app.assets import SMOLLM2_DRAFT_DIR
     from research.card_smollm2 import COVERAGE, REALISTIC, _realistic
     from research.eval_report import markdown
+    from research.card_smollm2 import FINETUNE_COMPARE
     doc = json.loads(REALISTIC.read_text())
     coverage = read_rows(COVERAGE)
-    assert _realistic(doc, coverage) in (SMOLLM2_DRAFT_DIR / "README.md").read_text()
+    tuned = (SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE).is_file()  # then that run measured the draft it started from
+    whose = "the draft before the fine-tune" if tuned else "this draft"
+    assert _realistic(doc, coverage, whose) in (SMOLLM2_DRAFT_DIR / "README.md").read_text()
     assert {r["id"] for r in coverage} == {r["id"] for r in read_rows(REALISTIC.parent / "eval_full_shipped.jsonl")}
     alpha_rows = read_rows(REALISTIC.parent / "eval_full_shipped.jsonl")
     speed_rows = read_rows(REALISTIC.parent / Path(doc["speed_source"]).name) if doc.get("speed_source") else None
     assert markdown(summary(alpha_rows, speed_rows=speed_rows)) == markdown(doc)
     assert doc["prompts_done"] == len(alpha_rows)
+
+
+def test_the_shipped_card_is_what_its_logs_write():
+    """demo_models/smollm2_draft/README.md is exactly research.card_smollm2's output from the
+    committed logs and runs; for a fine-tuned draft it carries the before/after table of its
+    compare_realistic.json, and the log it started from is the GPU route's."""
+    from app.assets import SMOLLM2_DRAFT_DIR
+    from research import card_smollm2
+    card = (SMOLLM2_DRAFT_DIR / "README.md").read_text()
+    before = card
+    try:
+        card_smollm2.main()
+        assert (SMOLLM2_DRAFT_DIR / "README.md").read_text() == before
+    finally:
+        (SMOLLM2_DRAFT_DIR / "README.md").write_text(before)
+    tuned = SMOLLM2_DRAFT_DIR / card_smollm2.FINETUNE_COMPARE
+    if tuned.is_file():
+        assert card_smollm2._finetune_table(json.loads(tuned.read_text())) in card
+    else:
+        assert "## Fine-tuned" not in card
