@@ -413,6 +413,7 @@ def _training(train: dict) -> str:
 # a draft trained further on the diverse replies (distill_smollm2 train --resume --shards ...):
 # its realistic-set comparison with the draft it started from, and both drafts' speed runs
 FINETUNE_COMPARE = "compare_realistic.json"
+FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts on held-out template prompts
 SPEED_RUNS = {"before": Path(__file__).with_name("runs") / "eval_speed_parent.jsonl",
               "after": Path(__file__).with_name("runs") / "eval_speed_finetuned.jsonl"}
 
@@ -432,7 +433,7 @@ shipped draft is that one trained further, on this project's 2-core CPU, on the 
 - **Vocabulary:** {widen}
 - **Training:** `{command}`: cross-entropy to the teacher's top-{top_k}, as above; AdamW, peak LR
   {peak_lr}, {precision}, cosine schedule over the time cap, batches of {batch} replies, no corpus
-  windows. {steps_done} steps in {train_minutes} min on {train_threads} CPU threads. Held-out α bound
+  windows (with `MKL_CBWR=AVX512`). {steps_done} steps in {train_minutes} min on {train_threads} CPU threads. Held-out α bound
   (T = 1, top-{top_k}) on the held-out diverse replies: {curve}; the checkpoint of step {saved_step} is saved.
   On {n_seen} replies it trained on: {seen:.3f}.
 
@@ -444,20 +445,24 @@ T = {temperature}; intervals: 95% bootstrap over replies within a category (over
 and for b − a the paired bootstrap over the same replies.
 
 {table}
-{speed}"""
+{templates}{speed}"""
 
 
 def _finetune_table(cmp: dict) -> str:
     """Per category: prompts, positions, alpha before and after with their intervals, b - a paired."""
+    from research.eval_report import GOAL_ALPHA_CATEGORY, GOAL_ALPHA_OVERALL, verdict
     run = next(v for k, v in cmp.items() if k.startswith("T="))
     ci = lambda c: f"{c[0]:.3f}–{c[1]:.3f}"  # noqa: E731
-    lines = ["| category | prompts | positions | before (a) | after (b) | b − a [95%] |", "|---|---|---|---|---|---|"]
+    lines = ["| category | prompts | positions | before (a) | after (b) | b − a [95%] | issue 42's goal, after |",
+             "|---|---|---|---|---|---|---|"]
     for name, row in run["by_category"].items():
+        goal = GOAL_ALPHA_OVERALL if name == "overall" else GOAL_ALPHA_CATEGORY
         label = "**overall**" if name == "overall" else name
-        d = row["b_minus_a"]
+        d, b = row["b_minus_a"], row["b"]
         lines.append(f"| {label} | {row['a']['prompts']} | {row['a']['tokens']:,} | {row['a']['alpha']:.3f} "
-                     f"[{ci(row['a']['ci95'])}] | {row['b']['alpha']:.3f} [{ci(row['b']['ci95'])}] | "
-                     f"{d['diff']:+.3f} [{d['ci'][0]:+.3f} to {d['ci'][1]:+.3f}] |")
+                     f"[{ci(row['a']['ci95'])}] | {b['alpha']:.3f} [{ci(b['ci95'])}] | "
+                     f"{d['diff']:+.3f} [{d['ci'][0]:+.3f} to {d['ci'][1]:+.3f}] | "
+                     f"α ≥ {goal}: {verdict(b['ci95'], goal, b['prompts'])} |")
     return "\n".join(lines)
 
 
@@ -466,7 +471,7 @@ def _finetune_speed(runs: dict[str, list[dict]] | None) -> str:
     --speed-only), from SPEED_RUNS; "" without both."""
     if not runs or not all(runs.values()):
         return ""
-    from research.eval_report import speedups
+    from research.eval_report import GOAL_SPEEDUP, speedups
     parts = []
     for side, rows in runs.items():
         for key, v in speedups(rows).items():
@@ -478,7 +483,23 @@ def _finetune_speed(runs: dict[str, list[dict]] | None) -> str:
     return (f"\nGreedy speed-ups over plain decoding on the same prompts, the two drafts timed one after the "
             f"other (`{env}python -m research.eval_full --speed-only --rounds {st['rounds']} --tokens {st['tokens']}"
             f"{flags} --draft DIR`, {st['threads']} thread(s); a prompt's speed-up is the median over its rounds of "
-            f"speculative tokens/s over plain decoding's seconds earlier): " + "; ".join(parts) + ".\n")
+            f"speculative tokens/s over plain decoding's seconds earlier): " + "; ".join(parts)
+            + f". Issue 42's goal, a median of at least {GOAL_SPEEDUP}× after: "
+            + ("met" if max(v["median"] for v in speedups(runs["after"]).values()) >= GOAL_SPEEDUP else "not met") + ".\n")
+
+
+def _finetune_templates() -> str:
+    """What the fine-tune cost on held-out template prompts (FINETUNE_TEMPLATES); "" without it."""
+    path = SMOLLM2_DRAFT_DIR / FINETUNE_TEMPLATES
+    if not path.is_file():
+        return ""
+    cmp = json.loads(path.read_text())
+    t, run = next((k.split("=")[1], v) for k, v in cmp.items() if k.startswith("T="))
+    d = run["b_minus_a"]
+    return (f"\nOn held-out *template* prompts (`python -m research.compare_drafts --a PARENT --b THIS --replies "
+            f"{run['replies']} --tokens {cmp['tokens_per_reply']} --a-int8 --b-int8`, {run['positions']:,} positions, "
+            f"`{FINETUNE_TEMPLATES}`) it gave some back: α at T = {t} {_alpha(run['a'])} before, {_alpha(run['b'])} after, "
+            f"paired {d['diff']:+.3f} ({d['ci'][0]:+.3f} to {d['ci'][1]:+.3f}).\n")
 
 
 def _finetune(train: dict, cmp: dict | None, runs: dict | None) -> str:
@@ -508,7 +529,7 @@ def _finetune(train: dict, cmp: dict | None, runs: dict | None) -> str:
         commit=cmp["commit"], minutes=f"{cmp['seconds'] / 60:.0f}", compare_file=FINETUNE_COMPARE,
         temperature=next(k for k in cmp if k.startswith("T=")).split("=")[1],
         table=_finetune_table(cmp) if cmp["T=0.7"] else "(not measured yet: no `compare_realistic.json`)",
-        speed=_finetune_speed(runs), **_run_fields(train)) + "\n"
+        templates=_finetune_templates(), speed=_finetune_speed(runs), **_run_fields(train)) + "\n"
 
 
 def _eval_head() -> str:

@@ -273,6 +273,7 @@ def test_shipped_draft_was_made_by_the_gpu_route_its_log_describes():
     it was allowed, and the saved checkpoint is the best held-out one of its curve."""
     from research.distill_gpu import LOGGED_COMMANDS, parse_args, training_prompts
     log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())
+    log = log.get("resumed_from", log)  # a fine-tuned draft: the GPU route made the draft it started from
     assert log["command"].startswith(LOGGED_COMMANDS)  # as it ran (then demo_models.distill_gpu)
     assert log["shape"] == distill.DRAFT_SHAPE and log["draft_vocab"] == distill.DRAFT_VOCAB
     data = log["data"]
@@ -348,3 +349,26 @@ def test_widening_adds_rows_keeps_the_old_ones_and_maps_new_ones_by_the_fitted_p
 
 def test_extra_tokens_are_the_unkept_ones_with_the_most_teacher_mass(data):
     assert distill.extra_tokens(data, kept=[100, 200], n=2) == [45_000, 300]
+
+
+def test_a_fine_tuned_shipped_draft_learned_from_the_committed_diverse_records():
+    """If the shipped draft was trained further (--resume --shards), its log names the diverse
+    shards whose token ids are committed in demo_models/smollm2_replies/ (same replies, same
+    reply tokens), it chose its checkpoint on the held-out diverse prompts, and it saved the
+    best held-out step of its curve."""
+    from research.diverse_data import HELDOUT
+    from research.teacher_record import RECORD_DIR, load_record
+    log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())
+    if "resumed_from" not in log:
+        pytest.skip("the shipped draft was not fine-tuned")
+    assert "--resume" in log["command"] and "--shards" in log["command"]
+    replies = log["data"]["replies"]
+    assert any(name.startswith("diverse_r") for name in replies)
+    for name, v in replies.items():
+        record = load_record(RECORD_DIR / name.replace(".pt", ".npz"))
+        assert v["examples"] == len(record)
+        assert v["tokens"] == sum(len(e["ids"]) - e["first"] - 1 for e in record)
+    assert log["data"]["heldout"]["file"] == "diverse_heldout.pt" and log["data"]["heldout"]["examples"] >= HELDOUT
+    bounds = [r["heldout_alpha_topk"] for r in log["curve"] if "heldout_alpha_topk" in r]
+    assert log["heldout_alpha_topk"] == max(bounds + [log["final_heldout_alpha_topk"]])
+    assert log["draft_vocab"] == len(json.loads((distill.DRAFT_DIR / "config.json").read_text())["draft_vocab_ids"])
