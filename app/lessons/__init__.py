@@ -21,9 +21,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from app.lessons.common import LessonError
+from app.lessons.common import MIN_REPEATS, LessonError
 
-__all__ = ["LESSONS", "Lesson", "LessonError", "get"]
+__all__ = ["LESSONS", "MIN_REPEATS", "Lesson", "LessonError", "get"]
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,7 @@ import gradio as gr
 
 import visualizations.lessons as figures
 from app.hardware import DATASHEET
-from app.lessons import LESSONS, LessonError
-from app.lessons.common import MIN_REPEATS
+from app.lessons import LESSONS, MIN_REPEATS, LessonError
 from app.lessons.lossless import VARIANT_LABELS
 from app.lessons.memory_wall import BANDWIDTH, BYTES_PER_PARAM, LLAMA3_70B_KV, PARAMS, PEAK, in_unit
 from app.ui import turns
