@@ -318,12 +318,19 @@ def choose_vocab(examples: list[dict], special: list[int], k: int = DRAFT_VOCAB)
     """The k target tokens the draft keeps: the special tokens, then the tokens with the most
     teacher probability mass summed over every training position (the top-K entries kept per
     position), ties and unseen tokens broken by how often they occur as input. Sorted ids."""
-    mass = torch.zeros(VOCAB_SIZE, dtype=torch.float64)
+    mass = teacher_mass(examples)
     for e in examples:
-        mass.index_add_(0, e["tk_ids"].long().flatten(), e["tk_lp"].double().exp().flatten())
         mass.index_add_(0, e["ids"].long(), torch.full((len(e["ids"]),), 1e-3, dtype=torch.float64))
     mass[torch.tensor(special)] = float("inf")
     return sorted(mass.topk(k).indices.tolist())
+
+
+def teacher_mass(examples: list[dict]) -> torch.Tensor:
+    """The teacher's probability summed per token over every position's top-K entries: [VOCAB_SIZE]."""
+    mass = torch.zeros(VOCAB_SIZE, dtype=torch.float64)
+    for e in examples:
+        mass.index_add_(0, e["tk_ids"].long().flatten(), e["tk_lp"].double().exp().flatten())
+    return mass
 
 
 def special_ids(tok) -> list[int]:
@@ -361,10 +368,8 @@ def make_draft(teacher_cfg, teacher_embedding: torch.Tensor, kept: list[int], sh
 
 def extra_tokens(examples: list[dict], kept: list[int], n: int) -> list[int]:
     """The n tokens outside `kept` with the most teacher probability mass over the examples'
-    top-K entries (choose_vocab's measure), most mass first: what `--widen` adds."""
-    mass = torch.zeros(VOCAB_SIZE, dtype=torch.float64)
-    for e in examples:
-        mass.index_add_(0, e["tk_ids"].long().flatten(), e["tk_lp"].double().exp().flatten())
+    top-K entries (teacher_mass, choose_vocab's measure), most mass first: what `--widen` adds."""
+    mass = teacher_mass(examples)
     mass[torch.tensor(kept)] = -1.0
     return mass.topk(n).indices.tolist()
 
