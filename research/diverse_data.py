@@ -50,6 +50,13 @@ def sample(pair, messages: list[dict], temperature: float, tokens: int, seed: in
     return ids + reply, len(ids) - 1, time.perf_counter() - t0
 
 
+def second_turn(tokenizer, prompt: dict, ids, first: int) -> list[dict]:
+    """A multi-turn prompt's conversation after the teacher's first reply (ids[first + 1:], decoded):
+    its messages, that reply as the assistant's turn, then its follow-up."""
+    said = tokenizer.decode(ids[first + 1:], skip_special_tokens=True).strip()
+    return prompt["messages"] + [{"role": "assistant", "content": said}, {"role": "user", "content": prompt["follow_up"]}]
+
+
 def replies(pair, prompt: dict, temperature: float, tokens: int, seed: int) -> list[dict]:
     """One prompt's lines: its reply, and for a multi-turn prompt also the reply to its follow-up
     after the teacher's first reply (seed + 1)."""
@@ -57,10 +64,8 @@ def replies(pair, prompt: dict, temperature: float, tokens: int, seed: int) -> l
     base = {"prompt_id": prompt["id"], "kind": prompt["kind"], "temperature": temperature}
     out = [{**base, "turn": 1, "seed": seed, "ids": ids, "first": first, "seconds": round(seconds, 2)}]
     if prompt.get("follow_up"):
-        said = pair.tokenizer.decode(ids[first + 1:], skip_special_tokens=True).strip()
-        messages = prompt["messages"] + [{"role": "assistant", "content": said},
-                                         {"role": "user", "content": prompt["follow_up"]}]
-        ids2, first2, seconds2 = sample(pair, messages, temperature, tokens, seed + 1)
+        ids2, first2, seconds2 = sample(pair, second_turn(pair.tokenizer, prompt, ids, first), temperature,
+                                        tokens, seed + 1)
         out.append({**base, "turn": 2, "seed": seed + 1, "ids": ids2, "first": first2, "seconds": round(seconds2, 2)})
     return out
 
@@ -109,17 +114,14 @@ def shard(model, tok, prompts: list[dict], temperature: float, batch: int, seed:
     carries its prompt's "prompt_id", "kind" and "turn"."""
     from research.distill_smollm2 import sample_rows
     from research.eval_set import chat_ids
-    order = sorted(range(len(prompts)), key=lambda i: len(chat_ids(tok, prompts[i]["messages"])))
+    rows = [chat_ids(tok, p["messages"]) for p in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: len(rows[i]))
     ps = [prompts[i] for i in order]
-    out = sample_rows(model, tok, [chat_ids(tok, p["messages"]) for p in ps], temperature, batch, seed, deadline)
+    out = sample_rows(model, tok, [rows[i] for i in order], temperature, batch, seed, deadline)
     tag = lambda e, p, turn: {**e, "prompt_id": p["id"], "kind": p["kind"], "turn": turn}  # noqa: E731
     out = [tag(e, p, 1) for e, p in zip(out, ps)]
     second = [(p, e) for e, p in zip(out, ps) if p.get("follow_up")]
-    rows = []
-    for p, e in second:
-        said = tok.decode(e["ids"][e["first"] + 1:], skip_special_tokens=True).strip()
-        rows.append(chat_ids(tok, p["messages"] + [{"role": "assistant", "content": said},
-                                                     {"role": "user", "content": p["follow_up"]}]))
+    rows = [chat_ids(tok, second_turn(tok, p, e["ids"], e["first"])) for p, e in second]
     more = sample_rows(model, tok, rows, temperature, batch, seed + 1, deadline) if rows else []
     return out + [tag(e, p, 2) for e, (p, _) in zip(more, second)]
 
@@ -131,15 +133,15 @@ def make_shard(args) -> None:
     from research.diverse_prompts import prompts
     from research.teacher_record import RECORD_DIR, save_record
     train, held = split(prompts())
-    name = "diverse_heldout" if args.heldout else f"diverse_r{args.round}_T{args.temperature[0]}"
+    name = "diverse_heldout" if args.heldout else f"diverse_r{args.round}_T{args.temperature}"
     path = args.cache / f"{name}.pt"
     if path.exists():
         sys.exit(f"{path} exists: remove it to sample it again")
     model, tok = load_teacher()
     torch.set_num_threads(args.threads)
     t0 = time.time()
-    seed = 99 if args.heldout else 20000 + 1000 * args.round + round(100 * args.temperature[0])
-    examples = shard(model, tok, held if args.heldout else train, 0.7 if args.heldout else args.temperature[0],
+    seed = 99 if args.heldout else 20000 + 1000 * args.round + round(100 * args.temperature)
+    examples = shard(model, tok, held if args.heldout else train, 0.7 if args.heldout else args.temperature,
                      args.batch, seed, t0 + 60 * args.max_minutes)
     seconds = time.time() - t0
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -176,7 +178,7 @@ def main(argv=None) -> None:
     ap.add_argument("--draft", type=Path, default=None, help="unused by sampling; the pair loads with it")
     ap.add_argument("--cache", type=Path, default=None, help="batched mode: the teacher-output directory")
     ap.add_argument("--round", type=int, default=0, help="batched mode: which round (new seeds)")
-    ap.add_argument("--temperature", type=float, nargs=1, default=[0.7], help="batched mode: one temperature")
+    ap.add_argument("--temperature", type=float, default=0.7, help="batched mode: one temperature")
     ap.add_argument("--heldout", action="store_true", help="batched mode: answer the held-out prompts once")
     ap.add_argument("--batch", type=int, default=64, help="batched mode: prompts per generate call")
     ap.add_argument("--rebuild", metavar="NAME", help="batched mode: a recorded shard (demo_models/smollm2_replies/"
