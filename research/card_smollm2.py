@@ -420,7 +420,7 @@ SPEED_RUNS = {"before": Path(__file__).with_name("runs") / "eval_speed_parent.js
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
 The draft described above learned from task templates, and drafted far worse on requests written
-as people write them (the realistic set below: α 0.395 against 0.59 on held-out templates). The
+as people write them (the "before" column below against its template evaluations further down). The
 shipped draft is that one trained further, on this project's 2-core CPU, on the target's own replies to diverse requests:
 
 - **Data:** `python -m research.diverse_data --cache DIR --round R --temperature T --batch 96` had
@@ -437,7 +437,10 @@ shipped draft is that one trained further, on this project's 2-core CPU, on the 
   (T = 1, top-{top_k}) on the held-out diverse replies: {curve}; the checkpoint of step {saved_step} is saved.
   On {n_seen} replies it trained on: {seen:.3f}.
 
-**Before and after on the realistic set**: the draft it started from (a) and this draft (b), both
+{compared}
+{templates}{speed}"""
+
+FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft it started from (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
 research.compare_drafts --a PARENT --b THIS --set --tokens {tokens} --a-int8 --b-int8`, commit
 {commit}, {minutes} min; `{compare_file}`): α = mean over reply positions of Σₓ min(p, q) at
@@ -445,7 +448,17 @@ T = {temperature}; intervals: 95% bootstrap over replies within a category (over
 and for b − a the paired bootstrap over the same replies.
 
 {table}
-{templates}{speed}"""
+"""
+
+
+def _finetune_compared(cmp: dict | None) -> str:
+    """The realistic-set comparison's paragraph and table (FINETUNE_COMPARE), or a line saying it is missing."""
+    if not cmp:
+        return f"(not measured yet: no `{FINETUNE_COMPARE}`)\n"
+    return FINETUNE_COMPARED.format(
+        tokens=cmp["tokens_per_reply"], commit=cmp["commit"], minutes=f"{cmp['seconds'] / 60:.0f}",
+        compare_file=FINETUNE_COMPARE, temperature=next(k for k in cmp if k.startswith("T=")).split("=")[1],
+        table=_finetune_table(cmp))
 
 
 def _finetune_table(cmp: dict) -> str:
@@ -469,12 +482,13 @@ def _finetune_table(cmp: dict) -> str:
 def _finetune_speed(runs: dict[str, list[dict]] | None) -> str:
     """Both drafts' greedy speed-ups on the realistic set's first prompts (research.eval_full
     --speed-only), from SPEED_RUNS; "" without both."""
-    if not runs or not all(runs.values()):
+    if set(runs or {}) != {"before", "after"} or not all(runs.values()):
         return ""
     from research.eval_report import GOAL_SPEEDUP, speedups
+    speeds = {side: speedups(rows) for side, rows in runs.items()}
     parts = []
-    for side, rows in runs.items():
-        for key, v in speedups(rows).items():
+    for side, by_gamma in speeds.items():
+        for key, v in by_gamma.items():
             parts.append(f"{side}, γ = {key.split('=')[1]}: **{v['median']:.3f}×** median over {v['prompts']} prompts "
                          f"({v['range'][0]:.3f}–{v['range'][1]:.3f}×), output identical: {'yes' if v['identical'] else 'NO'}")
     st = runs["after"][0]
@@ -485,15 +499,13 @@ def _finetune_speed(runs: dict[str, list[dict]] | None) -> str:
             f"{flags} --draft DIR`, {st['threads']} thread(s); a prompt's speed-up is the median over its rounds of "
             f"speculative tokens/s over plain decoding's seconds earlier): " + "; ".join(parts)
             + f". Issue 42's goal, a median of at least {GOAL_SPEEDUP}× after: "
-            + ("met" if max(v["median"] for v in speedups(runs["after"]).values()) >= GOAL_SPEEDUP else "not met") + ".\n")
+            + ("met" if max(v["median"] for v in speeds["after"].values()) >= GOAL_SPEEDUP else "not met") + ".\n")
 
 
-def _finetune_templates() -> str:
+def _finetune_templates(cmp: dict | None) -> str:
     """What the fine-tune cost on held-out template prompts (FINETUNE_TEMPLATES); "" without it."""
-    path = SMOLLM2_DRAFT_DIR / FINETUNE_TEMPLATES
-    if not path.is_file():
+    if not cmp:
         return ""
-    cmp = json.loads(path.read_text())
     t, run = next((k.split("=")[1], v) for k, v in cmp.items() if k.startswith("T="))
     d = run["b_minus_a"]
     return (f"\nOn held-out *template* prompts (`python -m research.compare_drafts --a PARENT --b THIS --replies "
@@ -502,9 +514,10 @@ def _finetune_templates() -> str:
             f"paired {d['diff']:+.3f} ({d['ci'][0]:+.3f} to {d['ci'][1]:+.3f}).\n")
 
 
-def _finetune(train: dict, cmp: dict | None, runs: dict | None) -> str:
-    """The fine-tune's section from its train log (train_draft with --resume --shards), its
-    realistic-set comparison and both speed runs; "" for a draft that was not fine-tuned."""
+def _finetune(train: dict, runs: dict) -> str:
+    """The fine-tune's section from its train log (train_draft with --resume --shards) and its
+    runs (read_finetune_runs: the realistic-set and template comparisons, both drafts' speed
+    runs); "" for a draft that was not fine-tuned."""
     if not train.get("resumed_from"):
         return ""
     from research.diverse_data import HELDOUT, split
@@ -521,15 +534,23 @@ def _finetune(train: dict, cmp: dict | None, runs: dict | None) -> str:
              f"replies, against {data['heldout_kept_coverage_before_widening']['mass']:.3f} before."
              if after > before else f"unchanged, {after:,} tokens ({cov:.3f} of the teacher's top-{train['top_k']} "
              "mass on the held-out diverse replies).")
-    cmp = cmp or {"tokens_per_reply": "N", "commit": "—", "seconds": 0, "T=0.7": None}
     return FINETUNE.format(
         n_train=f"{len(split(prompts())[0]):,}", forms=task_forms(), n_held=HELDOUT, shards=shards,
         template_note=", with `replies_T0.7.npz` rebuilt by a forward pass" if "replies_T0.7.pt" in data["replies"] else "",
-        widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"], tokens=cmp["tokens_per_reply"],
-        commit=cmp["commit"], minutes=f"{cmp['seconds'] / 60:.0f}", compare_file=FINETUNE_COMPARE,
-        temperature=next(k for k in cmp if k.startswith("T=")).split("=")[1],
-        table=_finetune_table(cmp) if cmp["T=0.7"] else "(not measured yet: no `compare_realistic.json`)",
-        templates=_finetune_templates(), speed=_finetune_speed(runs), **_run_fields(train)) + "\n"
+        widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"],
+        compared=_finetune_compared(runs.get("realistic")), templates=_finetune_templates(runs.get("templates")),
+        speed=_finetune_speed(runs.get("speed")), **_run_fields(train)) + "\n"
+
+
+def read_finetune_runs() -> dict:
+    """The fine-tune's measurements where they exist: "realistic" (FINETUNE_COMPARE), "templates"
+    (FINETUNE_TEMPLATES), "speed" ({"before", "after"}: SPEED_RUNS' rows)."""
+    from research.eval_report import read_rows
+    runs = {key: json.loads(path.read_text()) for key, path in
+            (("realistic", SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE), ("templates", SMOLLM2_DRAFT_DIR / FINETUNE_TEMPLATES))
+            if path.is_file()}
+    runs["speed"] = {side: read_rows(path) for side, path in SPEED_RUNS.items() if path.is_file()}
+    return runs
 
 
 def _eval_head() -> str:
@@ -556,14 +577,14 @@ def _versus_previous(cmp: dict | None) -> str:
 
 def values(train: dict, evs: list[dict | None], compared: dict | None = None,
            previous: dict | None = None, realistic: dict | None = None, coverage_rows: list[dict] | None = None,
-           finetune: dict | None = None, speed_runs: dict | None = None) -> dict:
+           finetune: dict | None = None) -> dict:
     """The card's fields. A fine-tuned draft's log (train_draft --resume) keeps the draft it
     started from under "resumed_from": the sections on that draft's data, training, coverage and
-    evaluations are its, and the fine-tune's own section (finetune: its compare_realistic.json) follows."""
+    evaluations are its, and the fine-tune's own section (finetune: read_finetune_runs) follows."""
     cfg = json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())
     size = sum(f.stat().st_size for f in SMOLLM2_DRAFT_DIR.iterdir() if f.is_file() and f.suffix != ".md")
     first = next(ev for ev in evs if ev)
-    tuned = _finetune(train, finetune, speed_runs)
+    tuned = _finetune(train, finetune or {})
     base = train.get("resumed_from") or train
     coverage = base.get("heldout_kept_coverage") or base["data"]["heldout_kept_coverage"]  # a GPU run's: in its data
     return {
@@ -586,6 +607,7 @@ def values(train: dict, evs: list[dict | None], compared: dict | None = None,
 
 
 def main() -> None:
+    from research.eval_report import read_rows
     train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
     evs = []
     for name in EVALS:
@@ -598,14 +620,9 @@ def main() -> None:
     compared, previous = (json.loads(p.read_text()) if p.is_file() else None
                           for p in (SMOLLM2_DRAFT_DIR / f"compare_{n}.json" for n in ("int8", "previous")))
     realistic = json.loads(REALISTIC.read_text()) if REALISTIC.is_file() else None
-    coverage = ([json.loads(line) for line in COVERAGE.read_text().splitlines() if line.strip()]
-                if COVERAGE.is_file() else None)
-    tuned = SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE
-    finetune = json.loads(tuned.read_text()) if tuned.is_file() else None
-    speed_runs = {side: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-                  for side, path in SPEED_RUNS.items() if path.is_file()}
+    coverage = read_rows(COVERAGE) if COVERAGE.is_file() else None
     (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs, compared, previous, realistic,
-                                                                     coverage, finetune, speed_runs)))
+                                                                     coverage, read_finetune_runs())))
     print(f"wrote {SMOLLM2_DRAFT_DIR / 'README.md'}")
 
 
