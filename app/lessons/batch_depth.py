@@ -253,8 +253,9 @@ def batch2_times(pair, kv_len: int, repeats: int) -> dict[str, Spread]:
     timed pass per call after its warm-up, so round i of each was taken moments apart (C5)."""
     from app.runner import fast_by_default
 
+    fast = fast_by_default(pair)
     once = lambda b: lambda: time_passes(pair.target, device=pair.device, batch=b, qs=[1], kv_len=kv_len,
-                                         repeats=1, fast=fast_by_default(pair))[0]
+                                         repeats=1, fast=fast)[0]
     return interleave({"b=1": once(1), "b=2": once(2)}, repeats)
 
 

@@ -161,8 +161,9 @@ def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, cei
     if ceilings is None:
         ceilings = measure_ceilings(pair.device, pair.dtype, progress=part(progress, 0.0, 0.2))
     part(progress, 0.2, 1.0)(0.0, f"timing q = {', '.join(map(str, qs))}, {repeats} interleaved rounds")
+    fast = fast_by_default(pair)
     samples = time_passes(pair.target, device=pair.device, batch=1, qs=list(qs), kv_len=kv_len,
-                          repeats=repeats, fast=fast_by_default(pair), samples=True)
+                          repeats=repeats, fast=fast, samples=True)
     seconds = [Spread.of(s) for s in samples]
     ratios = [paired_ratio(s, seconds[0]) for s in seconds]
     rows = _rows(pair, qs, seconds, kv_len, ceilings)
@@ -170,8 +171,7 @@ def five_for_one(pair, *, qs=DEFAULT_QS, kv_len: int = 64, repeats: int = 5, cei
     regime = None
     if pair.device == "cpu":  # is the knee hidden by the CPU's matrix-product path? (app.cpu_regime)
         from app.cpu_regime import from_times
-        found = from_times({q: s.median for q, s in zip(qs, seconds)}, ceilings.device_name,
-                           fast_by_default(pair))
+        found = from_times({q: s.median for q, s in zip(qs, seconds)}, ceilings.device_name, fast)
         regime = found.to_dict() if found else None
     floor = check_memory_floor(seconds[0].min, rows[0]["bytes"], ceilings.measured_bytes_per_s)
     verdict = knee_verdict(qs, ratios, bound=rows[0]["bound"], on_cpu=pair.device == "cpu",

@@ -79,8 +79,8 @@ def run_lesson(name: str, get_pair, kwargs: dict, progress=None, request=None) -
     """Run one lesson and render it; bad input (or a failed load) raises gr.Error (one line, no
     paths, escaped for the page: app.ui.handlers.user_error, as the decode's errors)."""
     lesson = LESSONS[name]
-    report, waiting = ((lambda f, m: progress(f, desc=m)), (lambda message: progress(0.0, desc=message))) \
-        if progress is not None else (None, None)
+    report = (lambda f, m: progress(f, desc=m)) if progress is not None else None
+    waiting = (lambda message: report(0.0, message)) if report else None
     try:
         if lesson.needs_pair:
             pair = get_pair()
