@@ -26,6 +26,11 @@ HELDOUT prompts of the shuffled pool are never trained on: `--heldout` answers t
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --temperature 0.7 --batch 64
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --heldout
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --rebuild replies_T0.7   # a template shard too
+    MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --continue-from diverse_r0_T0.7
+
+`--continue-from` goes on from a cached round's own first replies: each is pasted back to be
+summarised or followed by a new user turn (research.diverse_data.continued), so the draft sees
+many more passages and multi-turn conversations than the pool's few.
 """
 from __future__ import annotations
 
@@ -126,6 +131,30 @@ def shard(model, tok, prompts: list[dict], temperature: float, batch: int, seed:
     return out + [tag(e, p, 2) for e, (p, _) in zip(more, second)]
 
 
+def continued(tok, examples: list[dict], pool: list[dict], seed: int) -> list[dict]:
+    """Prompts that go on from the teacher's own first replies (`examples`, a shard's turn-1
+    examples): a reply to a REPLY_SUMMARY_KINDS prompt is pasted back to be summarised (half of
+    them), every other one gets a FOLLOW_UPS turn after it. None shares text with the
+    evaluation set (research.eval_set.overlaps); ids are "<prompt id>/summary" or "/follow"."""
+    import random
+    from research.diverse_prompts import FOLLOW_UPS, REPLY_SUMMARY_KINDS, SUMMARISE_FORMS
+    from research.eval_set import load as load_eval
+    from research.eval_set import overlaps
+    rng, by_id, ev, out = random.Random(seed), {p["id"]: p for p in pool}, load_eval(), []
+    for e in (e for e in examples if e["turn"] == 1):
+        p = by_id[e["prompt_id"]]
+        said = tok.decode(e["ids"][e["first"] + 1:], skip_special_tokens=True).strip()
+        if p["kind"] in REPLY_SUMMARY_KINDS and rng.random() < 0.5:
+            q = {"id": p["id"] + "/summary", "kind": "summarise", "follow_up": None,
+                 "messages": [{"role": "user", "content": rng.choice(SUMMARISE_FORMS).format(s=said)}]}
+        else:
+            q = {"id": p["id"] + "/follow", "kind": "multiturn", "follow_up": None,
+                 "messages": second_turn(tok, {**p, "follow_up": rng.choice(FOLLOW_UPS)}, e["ids"], e["first"])}
+        if not overlaps(said, ev):
+            out.append(q)
+    return out
+
+
 def make_shard(args) -> None:
     """One batched round (or the held-out replies) into the cache, its ids into the record."""
     import torch
@@ -133,7 +162,8 @@ def make_shard(args) -> None:
     from research.diverse_prompts import prompts
     from research.teacher_record import RECORD_DIR, save_record
     train, held = split(prompts())
-    name = "diverse_heldout" if args.heldout else f"diverse_r{args.round}_T{args.temperature}"
+    name = ("diverse_heldout" if args.heldout else
+            f"diverse_{'c' if args.continue_from else 'r'}{args.round}_T{args.temperature}")
     path = args.cache / f"{name}.pt"
     if path.exists():
         sys.exit(f"{path} exists: remove it to sample it again")
@@ -141,6 +171,8 @@ def make_shard(args) -> None:
     torch.set_num_threads(args.threads)
     t0 = time.time()
     seed = 99 if args.heldout else 20000 + 1000 * args.round + round(100 * args.temperature)
+    if args.continue_from:
+        train = continued(tok, torch.load(args.cache / f"{args.continue_from}.pt"), train, seed)
     examples = shard(model, tok, held if args.heldout else train, 0.7 if args.heldout else args.temperature,
                      args.batch, seed, t0 + 60 * args.max_minutes)
     seconds = time.time() - t0
@@ -183,6 +215,8 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=64, help="batched mode: prompts per generate call")
     ap.add_argument("--rebuild", metavar="NAME", help="batched mode: a recorded shard (demo_models/smollm2_replies/"
                     "NAME.npz) into the cache with the teacher's top-K (one forward pass)")
+    ap.add_argument("--continue-from", metavar="NAME", help="batched mode: continue the turn-1 replies of the "
+                    "cached shard DIR/NAME.pt (research.diverse_data.continued) into DIR/diverse_cR_T.pt")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-minutes", type=float, default=60.0, help="batched mode: time cap of sampling")
     args = ap.parse_args(argv)

@@ -178,6 +178,22 @@ MULTITURN = [  # (first user turn, follow-up after the teacher's own reply)
     ("What should I pack for a beach holiday?", "I'm only taking hand luggage though."),
 ]
 
+# Continued conversations (research.diverse_data --continue-from): after the teacher's own reply to
+# a pool prompt, the user either follows up with one of these, or pastes that reply back to be
+# summarised (a passage the teacher wrote, so "summarise" sees many more passages than PASSAGES).
+FOLLOW_UPS = [
+    "Can you make that a lot shorter?", "Thanks! Could you give me a concrete example?",
+    "I don't get it, can you explain it more simply?", "Can you say all of that again in French?",
+    "Now translate your answer into Spanish please.", "Kannst du das bitte auf Deutsch wiederholen?",
+    "What's the single most important point there?", "ok thanks, is there anything else I should know?",
+    "Could you turn that into a short poem?", "Give me a different option than that one.",
+    "Explain your first point in more detail.", "Rewrite that as a bullet list.",
+    "What would a beginner usually get wrong here?", "Are you sure about that? Please double-check.",
+    "Puoi riassumerlo in italiano in due frasi?", "hmm, can you put it in a friendlier tone",
+    "Why is that the case? Say more.", "And what if I only had ten minutes for this?",
+]
+REPLY_SUMMARY_KINDS = {"factual", "advice", "creative", "planning"}  # whose replies read as passages
+
 STYLES = ["", " Keep it short.", " Use bullet points.", " Answer in Spanish.", " Answer in French.",
           " Be friendly and casual.", " Explain your reasoning.", " Answer in German."]
 

@@ -10,6 +10,7 @@ passage, multi-turn chat and planning. Each prompt is a list of chat messages en
 user turn, sent through the target's chat template.
 
     load()                              -> the prompts (dicts with "id", "category", "messages")
+    overlaps(text, prompts)             -> does a training text share words with an evaluation message
     measure(pair, prompts)              -> per-prompt rows of per-position alpha (needs the models)
     alpha_by_category(rows)             -> token-weighted alpha, 95% interval, counts per category
 
@@ -22,6 +23,7 @@ T (plain decoding), then over the reply positions alpha = sum_x min(p_target, q_
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,30 @@ def load(path: Path | str = EVAL_PROMPTS) -> list[dict]:
     if doc.get("version") != 1:
         raise ValueError(f"{path}: unknown version {doc.get('version')!r} (this code reads version 1)")
     return doc["prompts"]
+
+
+SHINGLE = 8  # words in a run two texts must not share
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def shingles(text: str, n: int = SHINGLE) -> set[tuple[str, ...]]:
+    """Every run of n consecutive words of a text (lower-cased, punctuation dropped)."""
+    w = words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def overlaps(text: str, prompts: list[dict]) -> bool:
+    """Whether a training text equals, contains or is contained in any message of `prompts`
+    (case, whitespace and punctuation ignored, whole words only), or shares an 8-word run with
+    one: the rule that keeps training prompts disjoint from the evaluation set."""
+    messages = [m["content"] for p in prompts for m in p["messages"]]
+    w = " " + " ".join(words(text)) + " "
+    if any((e := " " + " ".join(words(m)) + " ") in w or w in e for m in messages):
+        return True
+    return bool(shingles(text) & set().union(*map(shingles, messages)))
 
 
 def _sum_count(row: dict) -> tuple[float, int]:

@@ -4,31 +4,18 @@ import json
 import re
 from collections import Counter
 
+import pytest
+
 from research import diverse_prompts
 from research.diverse_prompts import prompts, task_forms
 from research.eval_set import load as load_eval
+from research.eval_set import overlaps
 from research.prompts import HELDOUT_TOPICS
 
-SHINGLE = 8
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
-def shingles(text: str, n: int = SHINGLE) -> set[tuple[str, ...]]:
-    w = words(text)
-    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
-
-
-def eval_texts() -> list[str]:
-    """Every message of every evaluation prompt (assistant turns of multi-turn prompts too)."""
-    return [m["content"] for p in load_eval() for m in p["messages"]]
-
-
 def pool_texts() -> list[str]:
-    """Every user text the pool can send: first turns and follow-ups."""
-    return [p["messages"][0]["content"] for p in prompts()] + [p["follow_up"] for p in prompts() if p["follow_up"]]
+    """Every user text the pool can send: first turns, follow-ups, continued conversations' turns."""
+    return ([p["messages"][0]["content"] for p in prompts()] + [p["follow_up"] for p in prompts() if p["follow_up"]]
+            + diverse_prompts.FOLLOW_UPS)
 
 
 def test_pool_shape():
@@ -48,20 +35,20 @@ def test_pool_shape():
 def test_disjoint_from_the_evaluation_set():
     """No pool text equals, contains or is contained in an evaluation message (case and
     whitespace ignored, punctuation ignored as runs of whole words), and no 8-word run is shared."""
-    ev = [" " + " ".join(words(t)) + " " for t in eval_texts()]
-    ev_shingles = set().union(*(shingles(t) for t in eval_texts()))
-    for text in pool_texts():
-        w = " " + " ".join(words(text)) + " "
-        assert not [e for e in ev if e in w or w in e], text
-        assert not shingles(text) & ev_shingles, text
+    ev = load_eval()
+    assert not [text for text in pool_texts() if overlaps(text, ev)]
 
 
-def test_the_disjointness_check_can_fail():
-    """The same checks catch an evaluation prompt slipped into the pool."""
-    leaked = load_eval()[0]["messages"][0]["content"]
-    ev = [" " + " ".join(words(t)) + " " for t in eval_texts()]
-    w = " " + " ".join(words(leaked + " Keep it short.")) + " "
-    assert [e for e in ev if e in w]
+@pytest.mark.parametrize("leak", ["{m} Keep it short.", "Please: {m}", "x {m} y"])
+def test_the_disjointness_check_can_fail(leak):
+    """The same check catches an evaluation prompt slipped into the pool, inside other words,
+    and an 8-word run of one."""
+    ev = load_eval()
+    m = ev[0]["messages"][0]["content"]
+    assert overlaps(leak.format(m=m), ev)
+    long = next(x["content"] for p in ev for x in p["messages"] if len(x["content"].split()) > 12)
+    assert overlaps("Intro words here. " + " ".join(long.split()[2:10]) + " and more", ev)
+    assert not overlaps("A sentence that no evaluation prompt could contain, zebra quartz.", ev)
 
 
 def test_no_held_out_topic_is_a_subject():
@@ -143,3 +130,35 @@ def test_a_batched_shard_keeps_the_teachers_top_k_and_both_turns(embedded_pair, 
         # and they are the top 4 here too, up to the same ulp (near-ties may swap places)
         fourth = full.topk(4, -1).values[:, -1:]
         assert (got >= fourth - fourth.abs() * 2 ** -10 - 1e-5).all()
+
+
+def test_continued_prompts_go_on_from_the_teachers_own_reply(embedded_pair, monkeypatch):
+    """research.diverse_data.continued: each turn-1 reply becomes a summarising prompt (only for
+    REPLY_SUMMARY_KINDS) or the same conversation with the reply as the assistant's turn and a
+    FOLLOW_UPS turn after it; a reply that quotes the evaluation set is dropped."""
+    import torch
+    from research.diverse_data import continued
+    from research.eval_set import chat_ids
+    tok = embedded_pair.tokenizer
+    monkeypatch.setattr(tok, "chat_template", TEMPLATE, raising=False)
+    pool = prompts()[:60]
+    said = ["the teacher's reply number %d, in words" % i for i in range(len(pool))]
+    said[7] = load_eval()[3]["messages"][0]["content"]                    # a leak: must be dropped
+    examples = [{"prompt_id": p["id"], "turn": 1, "first": len(c) - 1,
+                 "ids": torch.tensor(c + tok(r, add_special_tokens=False)["input_ids"])}
+                for p, r in zip(pool, said) for c in [chat_ids(tok, p["messages"])]]
+    examples.append({**examples[0], "turn": 2})                           # turn 2: not continued
+    out = continued(tok, examples, pool, seed=0)
+    assert [q["id"].split("/")[0] for q in out] == [p["id"] for i, p in enumerate(pool) if i != 7]
+    kinds = Counter(q["kind"] for q in out)
+    assert kinds["summarise"] > 0 and kinds["multiturn"] > 0
+    for q in out:
+        i = next(i for i, p in enumerate(pool) if p["id"] == q["id"].split("/")[0])
+        text = tok.decode(tok(said[i], add_special_tokens=False)["input_ids"], skip_special_tokens=True).strip()
+        if q["kind"] == "summarise":
+            assert pool[i]["kind"] in diverse_prompts.REPLY_SUMMARY_KINDS and q["id"].endswith("/summary")
+            assert text in q["messages"][0]["content"] and len(q["messages"]) == 1
+        else:
+            assert q["messages"][:-2] == pool[i]["messages"] and q["messages"][-2] == {"role": "assistant",
+                                                                                      "content": text}
+            assert q["messages"][-1]["role"] == "user" and q["messages"][-1]["content"] in diverse_prompts.FOLLOW_UPS

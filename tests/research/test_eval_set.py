@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from research.eval_set import EVAL_PROMPTS, alpha_by_category, first_per_category, load
+from research.eval_set import EVAL_PROMPTS, alpha_by_category, first_per_category, load, shingles, words
 
 from research import prompts as training
 
-SHINGLE = 8
 # Allowed 8-word runs shared with a training prompt, per evaluation prompt: none. An 8-word run
 # is a whole clause, so sharing one means following a template; stock openers a student types
 # are shorter ("what is the difference between" is 5 words, the longest run the set shares).
@@ -32,15 +31,6 @@ def training_prompts() -> list[str]:
 
 def normalised(text: str) -> str:
     return " ".join(text.lower().split())
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
-def shingles(text: str, n: int = SHINGLE) -> set[tuple[str, ...]]:
-    w = words(text)
-    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
 def texts(prompt: dict) -> str:
