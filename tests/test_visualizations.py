@@ -1,5 +1,6 @@
 """Figures and HTML built from a saved trace (tests/data/trace_small.json): no model runs."""
 from dataclasses import replace
+import html
 import math
 import re
 import subprocess
@@ -15,7 +16,7 @@ from visualizations import (batch_figure, inspector_figure, knee_figure, legend_
                             token_stream_html)
 from visualizations.knee import floors_cross
 from visualizations.layout import log_ticks, nice_step, tick_label
-from visualizations.tokens import STYLE
+from visualizations.tokens import SPECIAL_TEXT, STYLE
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "data" / "trace_small.json"
@@ -110,6 +111,18 @@ def test_stream_hover_title_and_newlines():
     out = token_stream_html([Piece(7, "a\nb", "correction", 3, 0.4567, None)], finished=False)
     assert 'title="step 3 · correction · p=0.457 · q=—"' in out
     assert "<br>" in out and "a\nb" not in out
+
+
+@pytest.mark.parametrize("special", ["<|im_end|>", "<|endoftext|>", "</s>"])
+def test_a_special_token_reads_as_words_with_its_text_in_the_title(special):
+    """The chat's end-of-turn token is a real emitted token (it keeps its chip and fate) but reads
+    as "end of reply", its raw text kept in the hover title; ordinary text like it is not."""
+    out = token_stream_html([Piece(2, special, "bonus", 4, 0.9, None),
+                             Piece(3, "a <|x|> b", "accepted", 5, 0.5, 0.4)], finished=True)
+    assert out.count('class="tok tok-') == 2
+    assert f'<span class="tok-special">{SPECIAL_TEXT}</span>' in out and out.count("tok-special") == 1
+    assert f"special token {html.escape(special)}: the model ends its reply" in out
+    assert "a &lt;|x|&gt; b" in out and ".tok-special" in STYLE
 
 
 def test_end_marker_only_when_finished(trace):

@@ -7,6 +7,7 @@ Every token text is escaped here (gr.HTML inserts raw HTML, and tokens can be an
 from __future__ import annotations
 
 import html
+import re
 
 from app.trace import FATES, Piece
 
@@ -20,6 +21,11 @@ FATE_MEANINGS = {
     "bonus": "extra target token when every draft was accepted",
     "target": "plain decoding: one token per target pass",
 }
+
+# A tokenizer's special tokens as they decode ("<|im_end|>", "</s>", "<eos>"): the model's own
+# end of reply, a real token of the run (it counts in tokens per pass), shown as words.
+SPECIAL = re.compile(r"^(<\|[\w.-]+\|>|</s>|<eos>|<end_of_turn>)$")
+SPECIAL_TEXT = "end of reply"
 
 END_MARKER = '<span id="stream-end" data-testid="stream-end">■ end of stream</span>'
 
@@ -52,6 +58,7 @@ STYLE = """
 .tok-rejected { text-decoration: line-through; text-decoration-thickness: 2px;
   text-decoration-color: #D55E00; color: #7a4a2a; }
 .tok-nl { opacity: 0.5; }
+.tok-special { font-family: sans-serif; font-size: 0.75em; font-style: italic; padding: 0 0.3em; }
 #stream-end { display: inline-block; margin-left: 0.6em; font-family: sans-serif;
   font-size: 0.8em; color: #555; }
 .sd-legend { font-family: sans-serif; font-size: 1.0rem; display: flex; flex-wrap: wrap;
@@ -71,15 +78,20 @@ def _token_body(text: str, *, mark_newlines: bool = True) -> str:
 
 
 def _title(piece: Piece) -> str:
+    special = f" · special token {piece.text}: the model ends its reply" if SPECIAL.match(piece.text) else ""
     return (f"step {piece.step} · {piece.fate} · "
-            f"p={fmt_prob(piece.p)} · q={fmt_prob(piece.q)}")
+            f"p={fmt_prob(piece.p)} · q={fmt_prob(piece.q)}{special}")
 
 
 def token_span(piece: Piece) -> str:
-    """One token as a <span class="tok tok-FATE"> with a hover title (step, fate, p, q)."""
+    """One token as a <span class="tok tok-FATE"> with a hover title (step, fate, p, q); a
+    special token (SPECIAL, e.g. the chat's end of turn) reads as SPECIAL_TEXT, its raw text
+    in the title."""
     fate = html.escape(piece.fate, quote=True)
+    body = (f'<span class="tok-special">{SPECIAL_TEXT}</span>' if SPECIAL.match(piece.text)
+            else _token_body(piece.text))
     return (f'<span class="tok tok-{fate}" data-fate="{fate}" data-step="{int(piece.step)}" '
-            f'title="{html.escape(_title(piece), quote=True)}">{_token_body(piece.text)}</span>')
+            f'title="{html.escape(_title(piece), quote=True)}">{body}</span>')
 
 
 def token_stream_html(pieces: list[Piece], *, finished: bool, with_style: bool = False) -> str:
