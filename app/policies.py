@@ -158,20 +158,22 @@ class RooflineDepth:
 
 
 def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3, fast: bool | None = None,
-                  int8: bool = False) -> tuple[float, list[float]]:
+                  int8: bool = False, samples: bool = False) -> tuple:
     """(t_draft(1), [t_target(q) for q = 1..gamma_max + 1]) on this pair, batch 1, timed on the
     path the decode will run: fast (app.fastpath; default: where the lessons decode on it,
-    CUDA) and int8 (the draft's int8 weights, fast path on a CPU) as the decode's settings say."""
+    CUDA) and int8 (the draft's int8 weights, fast path on a CPU) as the decode's settings say.
+    Medians of `repeats` interleaved passes; samples=True: each one's `repeats` seconds instead
+    (a list, and a list of lists), so that a lesson can show their spread."""
     # deferred: this module stays free of torch (app.lessons lists its lessons without loading
     # model code, and app.lessons.common imports expected_tokens from here)
     from app.fastpath import use_by_default
-    from app.knee import time_forward
+    from app.knee import time_passes
 
     fast = use_by_default(pair.device) if fast is None else fast
-    t_draft = 0.0 if pair.draft is None else time_forward(  # no draft model: lookup (n-gram), ~free
-        pair.draft, device=pair.device, batch=1, q=1, kv_len=kv_len, repeats=repeats, fast=fast, int8=int8)
-    t_target = [time_forward(pair.target, device=pair.device, batch=1, q=q, kv_len=kv_len,
-                             repeats=repeats, fast=fast) for q in range(1, gamma_max + 2)]
+    timing = dict(device=pair.device, batch=1, kv_len=kv_len, repeats=repeats, fast=fast, samples=samples)
+    t_draft = ([0.0] * repeats if samples else 0.0) if pair.draft is None else time_passes(  # n-gram: ~free
+        pair.draft, qs=[1], int8=int8, **timing)[0]
+    t_target = time_passes(pair.target, qs=list(range(1, gamma_max + 2)), **timing)
     return t_draft, t_target
 
 

@@ -177,6 +177,9 @@ def test_policies_change_speed_never_the_greedy_text(tiny_pair):
         assert row.outputs == plain, row.policy
         assert row.wasted == row.drafted - row.accepted and row.target_passes > 0
     assert r.identical is True and len(r.t_target) == 6
+    # the roofline policy's cost inputs keep every interleaved repeat, and the summary shows them
+    assert r.t_draft.n == 3 and all(t.n == 3 and t.min > 0 for t in r.t_target)
+    assert [ln for ln in r.summary() if ln.startswith("t_draft(1) ") and "n = 3" in ln and "t_target(6)" in ln]
     d = roundtrip(r)
     assert isinstance(figures.policies_figure(d), go.Figure)
 

@@ -26,7 +26,8 @@ QUICK = {"gamma_max": 4, "max_new_tokens": 32, "rounds": 3}
 CLAIM = "an adaptive depth policy beats both the best fixed γ of the same sweep and plain decoding"
 LABELS = {"tokens_per_s, seconds": "measured (per round, all prompts; min/median/max over rounds)",
           "alpha, drafted, accepted, wasted, target_passes, mean_gamma": "counted from the first round's runs",
-          "t_draft, t_target": "measured (single passes, for the roofline policy)"}
+          "t_draft, t_target": "measured (one pass each, repeats interleaved; min/median/max, "
+                               "the roofline policy uses the medians)"}
 
 
 @dataclass
@@ -58,8 +59,8 @@ class PoliciesResult:
     model: str
     settings: dict
     verdict: Verdict
-    t_draft: float
-    t_target: list[float]
+    t_draft: Spread  # seconds of one draft pass, q = 1
+    t_target: list[Spread]  # seconds of one target pass, q = 1 .. gamma_max + 1
     rows: list[PolicyRow]  # plain, the best fixed γ (as "fixed", when asked), the adaptive policies
     sweep: list[PolicyRow]  # every fixed γ
     best_fixed_gamma: int
@@ -76,11 +77,16 @@ class PoliciesResult:
         shown = [self.rows[0], *self.sweep, *(r for r in self.rows[1:] if r.policy != "fixed")]
         rows = [f"{r.name:14s} {r.tokens_per_s.text():>28s} {alpha(r)} {r.target_passes:6d} "
                 f"{r.drafted:7d} {r.wasted:6d} {r.mean_gamma:6.2f}" for r in shown]
-        return [head, *rows, *(f"{k}: {v}" for k, v in self.labels.items()), self.headline().replace("**", "")]
+        top = len(self.t_target)
+        costs = (f"t_draft(1) {self.t_draft.text(' ms', 1e3)}; t_target(1) {self.t_target[0].text(' ms', 1e3)}, "
+                 f"t_target({top}) {self.t_target[-1].text(' ms', 1e3)}")
+        return [head, *rows, costs, *(f"{k}: {v}" for k, v in self.labels.items()),
+                self.headline().replace("**", "")]
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(verdict=self.verdict.to_dict(), rows=[r.to_dict() for r in self.rows],
+                 t_draft=self.t_draft.to_dict(), t_target=[t.to_dict() for t in self.t_target],
                  sweep=[r.to_dict() for r in self.sweep])
         return {"lesson": "policies", **d}
 
@@ -200,7 +206,10 @@ def compare_policies(pair, *, prompts=None, policies=POLICY_NAMES, gamma: int = 
     ids = [encode(pair, p, max_new_tokens + max(gamma_max, *fixed_gammas) + 1) for p in prompts]
     report(progress)(0.0, "measuring t(q) for the roofline policy")
     from app.runner import fast_by_default
-    costs = measure_costs(pair, gamma_max, kv_len=max(len(i) for i in ids), fast=fast_by_default(pair))
+    t_draft, t_target = measure_costs(pair, gamma_max, kv_len=max(len(i) for i in ids), fast=fast_by_default(pair),
+                                      samples=True)
+    t_draft, t_target = Spread.of(t_draft), [Spread.of(t) for t in t_target]
+    costs = t_draft.median, [t.median for t in t_target]
     settings = DecodeSettings(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
     adaptive = [n for n in policies if n != "fixed"]
     makers = {"plain": lambda: None, **{f"fixed γ = {g}": (lambda g=g: FixedDepth(g)) for g in fixed_gammas},
@@ -219,6 +228,6 @@ def compare_policies(pair, *, prompts=None, policies=POLICY_NAMES, gamma: int = 
                           "fixed_gammas": list(fixed_gammas), "threshold": threshold,
                           "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
                           "rounds": rounds, "prompts": list(prompts)},
-                          verdict=Verdict(CLAIM, held, evidence, warnings[:4]), t_draft=costs[0],
-                          t_target=costs[1], rows=rows, sweep=sweep, best_fixed_gamma=best.gamma,
+                          verdict=Verdict(CLAIM, held, evidence, warnings[:4]), t_draft=t_draft,
+                          t_target=t_target, rows=rows, sweep=sweep, best_fixed_gamma=best.gamma,
                           identical=identical)
