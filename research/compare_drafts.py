@@ -5,6 +5,7 @@ difference with a paired bootstrap interval.
     python -m research.compare_drafts --b-int8                # the shipped draft: int8 weights against fp32
     python -m research.compare_drafts --a DIR --b DIR --replies 48 --temperature 0.7 1.0 --out F
     python -m research.compare_drafts --b DIR --set [N]       # on the realistic set, per category
+    python -m research.compare_drafts --chain A_VS_B.json B_VS_C.json --out A_VS_C.json
 
 Why paired: the evaluate command's alpha comes from 8 replies, and its 95% interval is about
 +-0.04 wide, mostly because some replies are easy for any draft and others hard. Two drafts
@@ -90,6 +91,40 @@ def by_task(rows: list[dict]) -> dict:
     return dict(sorted(out.items(), key=lambda kv: kv[1]["a"]))
 
 
+ROUNDING = 1e-4  # per_reply alphas are kept to 4 decimals: a draft's two roundings differ by < 1e-4
+
+
+def chain(first: dict, second: dict) -> dict:
+    """a against c from two --set comparisons that share a draft (first: a vs b, second: b vs c)
+    and therefore the same target replies: a retrained draft against the draft two steps back
+    without sampling the replies again. Each reply's alpha stands for its positions (its mean
+    repeated `positions` times), which leaves every token-weighted mean and reply-resampling
+    bootstrap as the direct comparison computes them, up to the 4-decimal rounding. Raises
+    ValueError unless the replies (ids, positions) are the same and b scored them the same in
+    both files, which a run on other replies, or of another draft as b, cannot pass."""
+    out = {"a": first["a"], "b": second["b"], "tokens_per_reply": first["tokens_per_reply"],
+           "prompts": first.get("prompts"), "commit": f"{first['commit']} and {second['commit']}",
+           "chained": {"a_vs_b": first["b"]["draft"], "b_vs_c": second["b"]["draft"]}}
+    if first["tokens_per_reply"] != second["tokens_per_reply"]:
+        raise ValueError("the two comparisons sampled replies of different lengths")
+    for key in (k for k in first if k.startswith("T=")):
+        r1, r2 = first[key]["per_reply"], second[key]["per_reply"]
+        same = [(x["id"], x["positions"]) for x in r1] == [(y["id"], y["positions"]) for y in r2]
+        if not same or any(abs(x["b"] - y["a"]) > ROUNDING for x, y in zip(r1, r2)):
+            raise ValueError(f"{key}: the comparisons did not score the same replies with the same middle draft")
+        a = [torch.full((x["positions"],), x["a"], dtype=torch.float64) for x in r1]   # [positions] each
+        c = [torch.full((y["positions"],), y["b"], dtype=torch.float64) for y in r2]
+        mean = lambda v: round(torch.cat(v).mean().item(), 4)  # noqa: E731
+        out[key] = {"by_category": by_category(a, c, [x["category"] for x in r1]), "replies": len(r1),
+                    "positions": first[key]["positions"],
+                    "a": {"alpha": mean(a), "alpha_ci95": list(bootstrap_ci(a))},
+                    "b": {"alpha": mean(c), "alpha_ci95": list(bootstrap_ci(c))},
+                    "b_minus_a": paired_bootstrap_diff(a, c),
+                    "per_reply": [{**x, "b": y["b"]} for x, y in zip(r1, r2)]}
+    out["seconds"] = first["seconds"] + second["seconds"]
+    return out
+
+
 def load_sides(a: Path, b: Path, device: str):
     """(pair_a, pair_b): the flagship target with draft a and with draft b, one target shared."""
     from app.gguf import load_draft
@@ -116,7 +151,14 @@ def main(argv=None) -> dict:
                     help="the realistic evaluation set instead (its first N prompts of every category; all without N)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--chain", type=Path, nargs=2, metavar=("A_VS_B", "B_VS_C"),
+                    help="no sampling: a against c from two --set comparisons' JSON that share draft b (chain)")
     args = ap.parse_args(argv)
+    if args.chain:
+        result = chain(*(json.loads(f.read_text()) for f in args.chain))
+        if args.out:
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+        return result
     if args.a.resolve() == args.b.resolve() and args.a_int8 == args.b_int8:
         ap.error("a and b are the same draft: give --b DIR, or --b-int8 to compare int8 weights with fp32")
     for name in ("a", "b"):

@@ -119,3 +119,44 @@ def test_by_category_pairs_within_each_category():
     expected = alpha_by_category([{"category": c, "alphas": v.tolist()} for c, v in zip(cats, a)])
     assert {k: v["a"] for k, v in table.items()} == expected
     assert table["x"]["b"]["alpha"] == pytest.approx(table["x"]["a"]["alpha"] + 0.1, abs=1e-5)
+
+
+def _set_comparison(a, b, cats, name_b):
+    """What compare() and _main_set write for per-position values a, b (no models needed)."""
+    from research.compare_drafts import by_category
+    mean = lambda v: round(torch.cat(v).mean().item(), 4)  # noqa: E731
+    return {"a": {"draft": "A"}, "b": {"draft": name_b}, "tokens_per_reply": 8, "commit": "x", "seconds": 1.0,
+            "T=0.7": {"by_category": by_category(a, b, cats), "replies": len(a), "positions": sum(map(len, a)),
+                      "a": {"alpha": mean(a), "alpha_ci95": list(bootstrap_ci(a))},
+                      "b": {"alpha": mean(b), "alpha_ci95": list(bootstrap_ci(b))},
+                      "b_minus_a": paired_bootstrap_diff(a, b),
+                      "per_reply": [{"positions": len(x), "a": round(x.mean().item(), 4),
+                                     "b": round(y.mean().item(), 4), "id": f"p{i}", "category": c}
+                                    for i, (x, y, c) in enumerate(zip(a, b, cats))]}}
+
+
+def test_chain_gives_the_direct_comparison_and_refuses_other_replies():
+    """a vs b and b vs c on the same replies chain to what comparing a with c directly gives
+    (means, every interval, per category), up to the per-reply 4-decimal rounding; files of
+    other replies, or with another middle draft, are refused."""
+    from research.compare_drafts import chain
+    gen = torch.Generator().manual_seed(0)
+    lens = [int(n) for n in torch.randint(3, 12, (40,), generator=gen)]
+    cats = [("x", "y", "z")[i % 3] for i in range(40)]
+    a, b, c = ([torch.rand(n, generator=gen, dtype=torch.float64) * s for n in lens] for s in (0.6, 0.8, 1.0))
+    first, second = _set_comparison(a, b, cats, "B"), _set_comparison(b, c, cats, "C")
+    got, want = chain(first, second)["T=0.7"], _set_comparison(a, c, cats, "C")["T=0.7"]
+    assert got["a"]["alpha"] == pytest.approx(want["a"]["alpha"], abs=1e-4)
+    assert got["b"]["alpha"] == pytest.approx(want["b"]["alpha"], abs=1e-4)
+    assert got["b_minus_a"]["diff"] == pytest.approx(want["b_minus_a"]["diff"], abs=2e-4)
+    assert got["b_minus_a"]["ci"] == pytest.approx(want["b_minus_a"]["ci"], abs=2e-4)
+    for k in ("x", "y", "z", "overall"):
+        g, w = got["by_category"][k], want["by_category"][k]
+        assert g["b"]["ci95"] == pytest.approx(w["b"]["ci95"], abs=2e-4), k
+        assert g["b_minus_a"]["ci"] == pytest.approx(w["b_minus_a"]["ci"], abs=2e-4), k
+    other = _set_comparison(a, c, cats, "C")                              # its middle draft is a, not b
+    with pytest.raises(ValueError, match="same middle draft"):
+        chain(first, other)
+    shorter = _set_comparison(b[:-1], c[:-1], cats[:-1], "C")
+    with pytest.raises(ValueError, match="same replies"):
+        chain(first, shorter)
