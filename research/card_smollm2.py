@@ -11,11 +11,12 @@ those commands wrote.
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 from app.assets import SMOLLM2_DRAFT_DIR
 from research.distill_gpu import LOGGED_COMMANDS as GPU_ROUTE_COMMANDS, training_prompts
-from research.distill_smollm2 import HELDOUT_FOR_TRAINING
+from research.distill_smollm2 import HELDOUT_FOR_TRAINING, lineage
 from research.evaluate import speedup_of
 from research.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
@@ -412,22 +413,30 @@ def _training(train: dict) -> str:
 
 # a draft trained further on the diverse replies (distill_smollm2 train --resume --shards ...):
 # its realistic-set comparison with the draft it started from, and both drafts' speed runs
-FINETUNE_COMPARE = "compare_realistic.json"
-FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts on held-out template prompts
-SPEED_RUNS = {"before": Path(__file__).with_name("runs") / "eval_speed_parent.jsonl",
-              "after": Path(__file__).with_name("runs") / "eval_speed_finetuned.jsonl"}
+FINETUNE_COMPARE = "compare_realistic.json"  # the draft before any fine-tune (a) against this one (b)
+FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one replaced (a) against it (b)
+FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
+RUNS = Path(__file__).with_name("runs")
+SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
+DEFAULTS_RUNS = (RUNS / "defaults_finetune.jsonl", RUNS / "defaults_finetune2.jsonl")  # the app's defaults, per fine-tune
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
 The draft described above learned from task templates, and drafted far worse on requests written
 as people write them (the "before" column below against its template evaluations further down). The
-shipped draft is that one trained further, on this project's 2-core CPU, on the target's own replies to diverse requests:
+shipped draft is that one trained further{times}, on this project's 2-core CPU, on the target's own replies to diverse requests.
+
+{steps}
+{compared}
+{templates}{speed}"""
+
+FINETUNE_STEP = """### {title}
 
 - **Data:** `python -m research.diverse_data --cache DIR --round R --temperature T --batch 96` had
   the target answer the {n_train} training prompts of `research/diverse_prompts.py` ({forms} task
   forms over nine kinds of request, some in other languages, multi-turn ones answered after the
   target's own first reply; none of them in the realistic set) in batches, keeping its top-{top_k}
-  log-probabilities from generation itself: {shards}. The last {n_held} prompts of the pool were
+  log-probabilities from generation itself: {shards}.{continued} The last {n_held} prompts of the pool were
   never trained on: their replies chose the checkpoint and the logit scale. The replies' token ids
   are in `demo_models/smollm2_replies/` (`diverse_*.npz`{template_note}).
 - **Vocabulary:** {widen}
@@ -436,70 +445,108 @@ shipped draft is that one trained further, on this project's 2-core CPU, on the 
   windows (with `MKL_CBWR=AVX512`). {steps_done} steps in {train_minutes} min on {train_threads} CPU threads. Held-out α bound
   (T = 1, top-{top_k}) on the held-out diverse replies: {curve}; the checkpoint of step {saved_step} is saved.
   On {n_seen} replies it trained on: {seen:.3f}.
+"""
+CONTINUED = (" The `diverse_c*` rounds went on from a round's own first replies (`--continue-from`, "
+             "`research.diverse_data.continued`): each was pasted back to be summarised, or followed by one of "
+             "{n_follow} new user turns, so the draft also saw the target summarise its own text and answer follow-ups.")
 
-{compared}
-{templates}{speed}"""
-
-FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft it started from (a) and this draft (b), both
+FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft before the fine-tunes (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
-research.compare_drafts --a PARENT --b THIS --set --tokens {tokens} --a-int8 --b-int8`, commit
+research.compare_drafts --a PARENT --b THIS --set --tokens {tokens} --a-int8 --b-int8`{chained}, commit
 {commit}, {minutes} min; `{compare_file}`): α = mean over reply positions of Σₓ min(p, q) at
 T = {temperature}; intervals: 95% bootstrap over replies within a category (overall: stratified),
-and for b − a the paired bootstrap over the same replies.
+and for b − a the paired bootstrap over the same replies.{step_note}
 
 {table}
 """
 
 
-def _finetune_compared(cmp: dict | None) -> str:
-    """The realistic-set comparison's paragraph and table (FINETUNE_COMPARE), or a line saying it is missing."""
+def _finetune_compared(cmp: dict | None, step: dict | None = None) -> str:
+    """The realistic-set comparison's paragraph and table (FINETUNE_COMPARE; with `step`,
+    FINETUNE_STEP_COMPARE, a column against the draft this one replaced), or a line saying it is missing."""
     if not cmp:
         return f"(not measured yet: no `{FINETUNE_COMPARE}`)\n"
+    chained = (" for each fine-tune, the two runs chained on their shared draft by `python -m research.compare_drafts "
+               "--chain`" if cmp.get("chained") else "")
+    step_note = (f" The column \"b − replaced\" is this draft against the draft it replaced, paired on the same "
+                 f"replies (`{FINETUNE_STEP_COMPARE}`): a draft ships only if that interval lies above zero."
+                 if step else "")
     return FINETUNE_COMPARED.format(
-        tokens=cmp["tokens_per_reply"], commit=cmp["commit"], minutes=f"{cmp['seconds'] / 60:.0f}",
+        tokens=cmp["tokens_per_reply"], commit=cmp["commit"], minutes=f"{cmp['seconds'] / 60:.0f}", chained=chained,
         compare_file=FINETUNE_COMPARE, temperature=next(k for k in cmp if k.startswith("T=")).split("=")[1],
-        table=_finetune_table(cmp))
+        step_note=step_note, table=_finetune_table(cmp, step))
 
 
-def _finetune_table(cmp: dict) -> str:
-    """Per category: prompts, positions, alpha before and after with their intervals, b - a paired."""
+def _finetune_table(cmp: dict, step: dict | None = None) -> str:
+    """Per category: prompts, positions, alpha before and after with their intervals, b - a
+    paired (and b - the replaced draft, from `step`)."""
     from research.eval_report import GOAL_ALPHA_CATEGORY, GOAL_ALPHA_OVERALL, verdict
     run = next(v for k, v in cmp.items() if k.startswith("T="))
+    last = next(v for k, v in step.items() if k.startswith("T="))["by_category"] if step else None
     ci = lambda c: f"{c[0]:.3f}–{c[1]:.3f}"  # noqa: E731
-    lines = ["| category | prompts | positions | before (a) | after (b) | b − a [95%] | issue 42's goal, after |",
-             "|---|---|---|---|---|---|---|"]
+    paired = lambda d: f"{d['diff']:+.3f} [{d['ci'][0]:+.3f} to {d['ci'][1]:+.3f}]"  # noqa: E731
+    extra = (" b − replaced [95%] |", "---|") if last else ("", "")
+    lines = [f"| category | prompts | positions | before (a) | after (b) | b − a [95%] |{extra[0]} issue 42's goal, after |",
+             f"|---|---|---|---|---|---|{extra[1]}---|"]
     for name, row in run["by_category"].items():
         goal = GOAL_ALPHA_OVERALL if name == "overall" else GOAL_ALPHA_CATEGORY
         label = "**overall**" if name == "overall" else name
-        d, b = row["b_minus_a"], row["b"]
+        b = row["b"]
+        versus = f" {paired(last[name]['b_minus_a'])} |" if last else ""
         lines.append(f"| {label} | {row['a']['prompts']} | {row['a']['tokens']:,} | {row['a']['alpha']:.3f} "
-                     f"[{ci(row['a']['ci95'])}] | {b['alpha']:.3f} [{ci(b['ci95'])}] | "
-                     f"{d['diff']:+.3f} [{d['ci'][0]:+.3f} to {d['ci'][1]:+.3f}] | "
-                     f"α ≥ {goal}: {verdict(b['ci95'], goal, b['prompts'])} |")
+                     f"[{ci(row['a']['ci95'])}] | {b['alpha']:.3f} [{ci(b['ci95'])}] | {paired(row['b_minus_a'])} |"
+                     f"{versus} α ≥ {goal}: {verdict(b['ci95'], goal, b['prompts'])} |")
     return "\n".join(lines)
 
 
-def _finetune_speed(runs: dict[str, list[dict]] | None) -> str:
+def _finetune_speed(runs: dict[str, list[dict]] | None, labels: dict[str, str] | None = None) -> str:
     """Both drafts' greedy speed-ups on the realistic set's first prompts (research.eval_full
-    --speed-only), from SPEED_RUNS; "" without both."""
+    --speed-only), from SPEED_RUNS; "" without both. labels: what to call each side, when the
+    "after" side is not this draft."""
     if set(runs or {}) != {"before", "after"} or not all(runs.values()):
         return ""
-    from research.eval_report import GOAL_SPEEDUP, speedups
+    from research.eval_report import speedups
     speeds = {side: speedups(rows) for side, rows in runs.items()}
     parts = []
     for side, by_gamma in speeds.items():
         for key, v in by_gamma.items():
-            parts.append(f"{side}, γ = {key.split('=')[1]}: **{v['median']:.3f}×** median over {v['prompts']} prompts "
-                         f"({v['range'][0]:.3f}–{v['range'][1]:.3f}×), output identical: {'yes' if v['identical'] else 'NO'}")
+            parts.append(f"{(labels or {}).get(side, side)}, γ = {key.split('=')[1]}: **{v['median']:.3f}×** median "
+                         f"over {v['prompts']} prompts ({v['range'][0]:.3f}–{v['range'][1]:.3f}×), output identical: "
+                         f"{'yes' if v['identical'] else 'NO'}")
     st = runs["after"][0]
     flags = (" --fast" if st["fast"] else "") + (" --int8" if st["int8"] else "")
     env = f"MKL_CBWR={st['mkl_cbwr']} " if st.get("mkl_cbwr") else ""
+    goal = ". Fixed depths, not the app's defaults: issue 42's speed goal is judged at the defaults"
     return (f"\nGreedy speed-ups over plain decoding on the same prompts, the two drafts timed one after the "
             f"other (`{env}python -m research.eval_full --speed-only --rounds {st['rounds']} --tokens {st['tokens']}"
             f"{flags} --draft DIR`, {st['threads']} thread(s); a prompt's speed-up is the median over its rounds of "
-            f"speculative tokens/s over plain decoding's seconds earlier): " + "; ".join(parts)
-            + f". Issue 42's goal, a median of at least {GOAL_SPEEDUP}× after: "
-            + ("met" if max(v["median"] for v in speeds["after"].values()) >= GOAL_SPEEDUP else "not met") + ".\n")
+            f"speculative tokens/s over plain decoding's seconds earlier): " + "; ".join(parts) + goal + ".\n")
+
+
+def _defaults_speed(rows: list[dict] | None, name: str = "") -> str:
+    """The app's defaults (python -m app generate --baseline: roofline depth, fast path and int8
+    chosen by timing), the draft this one replaced and this one one after the other per prompt
+    (DEFAULTS_RUNS): each side's median over prompts of a prompt's median speed-up, and the goal's
+    verdict for this draft (its last rows' "draft"); "" without them."""
+    if not rows:
+        return ""
+    from research.eval_report import GOAL_SPEEDUP, median_ci, verdict
+    drafts = list(dict.fromkeys(r["draft"] for r in rows))
+    parts, ci = [], None
+    for d in drafts:
+        mine = [r["speedup"]["median"] for r in rows if r["draft"] == d]
+        ci = median_ci(mine)
+        same = all(r["identical"] for r in rows if r["draft"] == d)
+        parts.append(f"{d}: **{statistics.median(mine):.2f}×** median over {len(mine)} prompts (95% bootstrap "
+                     f"interval of the median {ci[0]:.2f}–{ci[1]:.2f}×; prompts {min(mine):.2f}–{max(mine):.2f}×), "
+                     f"output identical: {'yes' if same else 'NO'}")
+    st, load = rows[0], [x for r in rows for x in r["load_avg"]]
+    return (f"\nAt the app's defaults (`{st['command']}`: depth by the {st['settings']['depth_policy']} policy up to "
+            f"γ = {st['settings']['gamma']}, fast path and int8 draft where faster, {st['settings']['max_new_tokens']} "
+            f"greedy tokens; a prompt's speed-up is the median of {st['speedup']['n']} interleaved baseline/speculative "
+            f"rounds; load average {min(load):.1f}–{max(load):.1f} on 2 cores; `research/runs/"
+            f"{name}`): " + "; ".join(parts) + f". Issue 42's goal, a median of at least {GOAL_SPEEDUP}× "
+            f"for this draft: {verdict(ci, GOAL_SPEEDUP, len(mine))}.\n")
 
 
 def _finetune_templates(cmp: dict | None) -> str:
@@ -514,15 +561,12 @@ def _finetune_templates(cmp: dict | None) -> str:
             f"paired {d['diff']:+.3f} ({d['ci'][0]:+.3f} to {d['ci'][1]:+.3f}).\n")
 
 
-def _finetune(train: dict, runs: dict) -> str:
-    """The fine-tune's section from its train log (train_draft with --resume --shards) and its
-    runs (read_finetune_runs: the realistic-set and template comparisons, both drafts' speed
-    runs); "" for a draft that was not fine-tuned."""
-    if not train.get("resumed_from"):
-        return ""
+def _finetune_step(train: dict, parent: dict, title: str) -> str:
+    """One fine-tune's data, vocabulary and training (train_draft --resume --shards' log; parent:
+    the log of the draft it started from)."""
     from research.diverse_data import HELDOUT, split
-    from research.diverse_prompts import prompts, task_forms
-    data, parent = train["data"], train["resumed_from"]
+    from research.diverse_prompts import FOLLOW_UPS, prompts, task_forms
+    data = train["data"]
     shards = "; ".join(f"{name.removesuffix('.pt')}: {v['examples']:,} replies, {v['tokens']:,} tokens"
                        for name, v in data["replies"].items())
     before, after = parent["draft_vocab"], train["draft_vocab"]
@@ -534,22 +578,44 @@ def _finetune(train: dict, runs: dict) -> str:
              f"replies, against {data['heldout_kept_coverage_before_widening']['mass']:.3f} before."
              if after > before else f"unchanged, {after:,} tokens ({cov:.3f} of the teacher's top-{train['top_k']} "
              "mass on the held-out diverse replies).")
-    return FINETUNE.format(
-        n_train=f"{len(split(prompts())[0]):,}", forms=task_forms(), n_held=HELDOUT, shards=shards,
+    continued = CONTINUED.format(n_follow=len(FOLLOW_UPS)) if any(n.startswith("diverse_c") for n in data["replies"]) else ""
+    return FINETUNE_STEP.format(
+        title=title, n_train=f"{len(split(prompts())[0]):,}", forms=task_forms(), n_held=HELDOUT, shards=shards,
+        continued=continued,
         template_note=", with `replies_T0.7.npz` rebuilt by a forward pass" if "replies_T0.7.pt" in data["replies"] else "",
-        widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"],
-        compared=_finetune_compared(runs.get("realistic")), templates=_finetune_templates(runs.get("templates")),
-        speed=_finetune_speed(runs.get("speed")), **_run_fields(train)) + "\n"
+        widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"], **_run_fields(train))
 
 
-def read_finetune_runs() -> dict:
-    """The fine-tune's measurements where they exist: "realistic" (FINETUNE_COMPARE), "templates"
-    (FINETUNE_TEMPLATES), "speed" ({"before", "after"}: SPEED_RUNS' rows)."""
+def _finetune(train: dict, runs: dict) -> str:
+    """The fine-tunes' section from the train logs (research.distill_smollm2.lineage: each
+    train_draft --resume --shards run) and the runs (read_finetune_runs: the realistic-set and
+    template comparisons, the speed runs); "" for a draft that was not fine-tuned."""
+    chain = lineage(train)
+    if len(chain) == 1:
+        return ""
+    ordinals = ("First", "Second", "Third", "Fourth")
+    steps = "\n".join(_finetune_step(log, parent, f"{ordinals[i]} fine-tune" if len(chain) > 2 else "The fine-tune")
+                      for i, (parent, log) in enumerate(zip(chain, chain[1:])))
+    times = {2: "", 3: " twice"}.get(len(chain), f" {len(chain) - 1} times")
+    labels = {"before": "before the fine-tunes", "after": "after the first fine-tune"} if len(chain) > 2 else None
+    defaults = runs.get("defaults") or ("", None)
+    return FINETUNE.format(times=times, steps=steps, compared=_finetune_compared(runs.get("realistic"), runs.get("step")),
+                           templates=_finetune_templates(runs.get("templates")),
+                           speed=_finetune_speed(runs.get("speed"), labels) + _defaults_speed(*defaults[::-1])) + "\n"
+
+
+def read_finetune_runs(steps: int = 1) -> dict:
+    """The fine-tunes' measurements where they exist: "realistic" (FINETUNE_COMPARE), "step"
+    (FINETUNE_STEP_COMPARE), "templates" (FINETUNE_TEMPLATES), "speed" ({"before", "after"}:
+    SPEED_RUNS' rows), "defaults" (the last of `steps` fine-tunes' DEFAULTS_RUNS rows)."""
     from research.eval_report import read_rows
     runs = {key: json.loads(path.read_text()) for key, path in
-            (("realistic", SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE), ("templates", SMOLLM2_DRAFT_DIR / FINETUNE_TEMPLATES))
+            (("realistic", SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE), ("templates", SMOLLM2_DRAFT_DIR / FINETUNE_TEMPLATES),
+             ("step", SMOLLM2_DRAFT_DIR / FINETUNE_STEP_COMPARE))
             if path.is_file()}
     runs["speed"] = {side: read_rows(path) for side, path in SPEED_RUNS.items() if path.is_file()}
+    if 0 < steps <= len(DEFAULTS_RUNS) and DEFAULTS_RUNS[steps - 1].is_file():
+        runs["defaults"] = (DEFAULTS_RUNS[steps - 1].name, read_rows(DEFAULTS_RUNS[steps - 1]))
     return runs
 
 
@@ -585,7 +651,7 @@ def values(train: dict, evs: list[dict | None], compared: dict | None = None,
     size = sum(f.stat().st_size for f in SMOLLM2_DRAFT_DIR.iterdir() if f.is_file() and f.suffix != ".md")
     first = next(ev for ev in evs if ev)
     tuned = _finetune(train, finetune or {})
-    base = train.get("resumed_from") or train
+    base = lineage(train)[0]  # the draft the fine-tunes started from, or this one
     coverage = base.get("heldout_kept_coverage") or base["data"]["heldout_kept_coverage"]  # a GPU run's: in its data
     return {
         "params": f"{train['parameters']:,}", "hidden": cfg["hidden_size"], "size_mb": f"{size / 1e6:.1f}",
@@ -622,7 +688,7 @@ def main() -> None:
     realistic = json.loads(REALISTIC.read_text()) if REALISTIC.is_file() else None
     coverage = read_rows(COVERAGE) if COVERAGE.is_file() else None
     (SMOLLM2_DRAFT_DIR / "README.md").write_text(CARD.format(**values(train, evs, compared, previous, realistic,
-                                                                     coverage, read_finetune_runs())))
+                                                                     coverage, read_finetune_runs(len(lineage(train)) - 1))))
     print(f"wrote {SMOLLM2_DRAFT_DIR / 'README.md'}")
 
 

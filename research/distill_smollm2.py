@@ -704,6 +704,15 @@ def train_draft(args) -> None:
                                   **({"resumed_from": before} if before else {})})
 
 
+def lineage(log: dict) -> list[dict]:
+    """A saved draft's train logs, first draft first: a --resume run keeps the log of the draft
+    it started from under "resumed_from", so a draft fine-tuned twice holds three."""
+    chain = [log]
+    while chain[0].get("resumed_from"):
+        chain.insert(0, chain[0]["resumed_from"])
+    return chain
+
+
 def start_draft(args, examples: list[dict]):
     """(draft in float32, tokenizer, the resumed run's train log or None): a new draft
     (make_draft over choose_vocab), or with --resume the saved one, to train further."""

@@ -44,6 +44,17 @@ def verdict(ci95: list, goal: float, prompts: int = 2) -> str:
     return "met" if low >= goal else "not met" if high < goal else "not settled"
 
 
+def median_ci(values: list[float], level: float = 0.95, draws: int = 2000, seed: int = 0) -> list[float]:
+    """A percentile bootstrap interval for the median of per-prompt values (speed-ups),
+    resampling prompts with replacement: is "the median prompt is at least 1.3x faster" settled
+    by these prompts, or would other prompts of the same kind move it across? -> [low, high]."""
+    import numpy as np
+    x = np.asarray(values, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(x), size=(draws, len(x)))   # [draws, n]
+    low, high = np.percentile(np.median(x[picks], axis=1), [50 * (1 - level), 50 * (1 + level)])
+    return [round(float(low), 4), round(float(high), 4)]
+
+
 def speedups(rows: list[dict]) -> dict:
     """Per gamma: the median, lowest and highest per-prompt greedy speed-up, the prompts timed
     and whether every greedy output matched plain decoding's: {"gamma=g": {...}}."""

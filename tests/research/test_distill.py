@@ -273,7 +273,7 @@ def test_shipped_draft_was_made_by_the_gpu_route_its_log_describes():
     it was allowed, and the saved checkpoint is the best held-out one of its curve."""
     from research.distill_gpu import LOGGED_COMMANDS, parse_args, training_prompts
     log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())
-    log = log.get("resumed_from", log)  # a fine-tuned draft: the GPU route made the draft it started from
+    log = distill.lineage(log)[0]  # a fine-tuned draft: the GPU route made the draft it started from
     assert log["command"].startswith(LOGGED_COMMANDS)  # as it ran (then demo_models.distill_gpu)
     assert log["shape"] == distill.DRAFT_SHAPE and log["draft_vocab"] == distill.DRAFT_VOCAB
     data = log["data"]
@@ -364,14 +364,16 @@ def test_a_fine_tuned_shipped_draft_learned_from_the_committed_diverse_records()
     log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())
     if "resumed_from" not in log:
         pytest.skip("the shipped draft was not fine-tuned")
-    assert "--resume" in log["command"] and "--shards" in log["command"]
-    replies = log["data"]["replies"]
-    assert any(name.startswith("diverse_r") for name in replies)
-    for name, v in replies.items():
-        record = load_record(RECORD_DIR / name.replace(".pt", ".npz"))
-        assert v["examples"] == len(record)
-        assert v["tokens"] == sum(len(e["ids"]) - e["first"] - 1 for e in record)
-    assert log["data"]["heldout"]["file"] == "diverse_heldout.pt" and log["data"]["heldout"]["examples"] >= HELDOUT
-    bounds = [r["heldout_alpha_topk"] for r in log["curve"] if "heldout_alpha_topk" in r]
-    assert log["heldout_alpha_topk"] == max(bounds + [log["final_heldout_alpha_topk"]])
+    for step in distill.lineage(log)[1:]:                                 # each fine-tune, first first
+        assert "--resume" in step["command"] and "--shards" in step["command"]
+        replies = step["data"]["replies"]
+        assert any(name.startswith("diverse_r") for name in replies)
+        for name, v in replies.items():
+            record = load_record(RECORD_DIR / name.replace(".pt", ".npz"))
+            assert v["examples"] == len(record)
+            assert v["tokens"] == sum(len(e["ids"]) - e["first"] - 1 for e in record)
+        assert step["data"]["heldout"]["file"] == "diverse_heldout.pt"
+        assert step["data"]["heldout"]["examples"] >= HELDOUT
+        bounds = [r["heldout_alpha_topk"] for r in step["curve"] if "heldout_alpha_topk" in r]
+        assert step["heldout_alpha_topk"] == max(bounds + [step["final_heldout_alpha_topk"]])
     assert log["draft_vocab"] == len(json.loads((distill.DRAFT_DIR / "config.json").read_text())["draft_vocab_ids"])

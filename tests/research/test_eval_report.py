@@ -213,3 +213,52 @@ def test_the_shipped_card_is_what_its_logs_write():
         assert card_smollm2._finetune_table(json.loads(tuned.read_text())) in card
     else:
         assert "## Fine-tuned" not in card
+
+
+def test_median_ci_resamples_prompts():
+    """The median's bootstrap interval: a point for identical prompts, around the median for a
+    tight set, and across both modes for a set split in two."""
+    from research.eval_report import median_ci
+    assert median_ci([1.5] * 8) == [1.5, 1.5]
+    tight = median_ci([1.30 + 0.01 * i for i in range(21)])               # median 1.40
+    assert 1.33 < tight[0] <= 1.40 <= tight[1] < 1.47
+    split = median_ci([1.0] * 8 + [2.0] * 8)
+    assert split == [1.0, 2.0]
+
+
+def _defaults_rows(values: dict[str, list[float]]) -> list[dict]:
+    return [{"id": f"p{i}", "draft": d, "speedup": {"min": v, "median": v, "max": v, "n": 3}, "identical": True,
+             "settings": {"gamma": 4, "depth_policy": "roofline", "max_new_tokens": 64}, "load_avg": [1.0, 1.5],
+             "command": "python -m app generate --baseline PROMPT"} for d, vs in values.items() for i, v in enumerate(vs)]
+
+
+@pytest.mark.parametrize("after, word", [([1.5, 1.45, 1.6, 1.5, 1.55, 1.4], "met"),
+                                         ([1.1, 1.2, 1.15, 1.05, 1.2, 1.1], "not met"),
+                                         ([1.2, 1.4, 1.25, 1.35, 1.3, 1.32], "not settled")])
+def test_the_app_defaults_paragraph_judges_this_draft_by_the_medians_interval(after, word):
+    from research.card_smollm2 import _defaults_speed
+    text = _defaults_speed(_defaults_rows({"old": [1.0] * 6, "new": after}), "x.jsonl")
+    assert text.endswith(f"a median of at least {GOAL_SPEEDUP}× for this draft: {word}.\n")
+    assert "old: **1.00×** median over 6 prompts" in text and "`research/runs/x.jsonl`" in text
+    assert _defaults_speed(None) == ""
+
+
+def test_a_draft_fine_tuned_twice_describes_each_fine_tune():
+    """research.distill_smollm2.lineage walks "resumed_from" back to the first draft; the card
+    gives every fine-tune its own section and calls the older speed runs by what they timed."""
+    from app.assets import SMOLLM2_DRAFT_DIR
+    from research.card_smollm2 import _finetune
+    from research.distill_smollm2 import lineage
+    log = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
+    if "resumed_from" not in log:
+        pytest.skip("the shipped draft was not fine-tuned")
+    twice = {**log, "resumed_from": log}
+    assert lineage(twice)[1:] == [log, twice] and lineage(twice)[0] == lineage(log)[0]
+    speed = {"before": [{"id": "a", "greedy": {"gamma=1": {"speedup": 1.1, "identical": True}}, "fast": True,
+                         "int8": True, "rounds": 3, "tokens": 48, "threads": 1}]}
+    speed["after"] = speed["before"]
+    text = _finetune(twice, {"speed": speed})
+    assert "trained further twice" in text and "### First fine-tune" in text and "### Second fine-tune" in text
+    assert "after the first fine-tune, γ = 1" in text and "before the fine-tunes, γ = 1" in text
+    once = _finetune(log, {"speed": speed})
+    assert "### The fine-tune" in once and "after, γ = 1" in once and "Second" not in once
