@@ -95,7 +95,7 @@ ROUNDING = 1e-4  # per_reply alphas are kept to 4 decimals: a draft's two roundi
 
 
 def chain(first: dict, second: dict) -> dict:
-    """a against c from two --set comparisons that share a draft (first: a vs b, second: b vs c)
+    """a against c from two comparisons that share a draft (first: a vs b, second: b vs c)
     and therefore the same target replies: a retrained draft against the draft two steps back
     without sampling the replies again. Each reply's alpha stands for its positions (its mean
     repeated `positions` times), which leaves every token-weighted mean and reply-resampling
@@ -107,20 +107,21 @@ def chain(first: dict, second: dict) -> dict:
            "chained": {"a_vs_b": first["b"]["draft"], "b_vs_c": second["b"]["draft"]}}
     if first["tokens_per_reply"] != second["tokens_per_reply"]:
         raise ValueError("the two comparisons sampled replies of different lengths")
-    for key in (k for k in first if k.startswith("T=")):
-        r1, r2 = first[key]["per_reply"], second[key]["per_reply"]
-        same = [(x["id"], x["positions"]) for x in r1] == [(y["id"], y["positions"]) for y in r2]
+    for t in (k for k in first if k.startswith("T=")):
+        r1, r2 = first[t]["per_reply"], second[t]["per_reply"]
+        key = lambda r: (r.get("id") or r["prompt"], r["positions"])  # noqa: E731  (--set rows, or held-out ones)
+        same = list(map(key, r1)) == list(map(key, r2))
         if not same or any(abs(x["b"] - y["a"]) > ROUNDING for x, y in zip(r1, r2)):
-            raise ValueError(f"{key}: the comparisons did not score the same replies with the same middle draft")
+            raise ValueError(f"{t}: the comparisons did not score the same replies with the same middle draft")
         a = [torch.full((x["positions"],), x["a"], dtype=torch.float64) for x in r1]   # [positions] each
         c = [torch.full((y["positions"],), y["b"], dtype=torch.float64) for y in r2]
         mean = lambda v: round(torch.cat(v).mean().item(), 4)  # noqa: E731
-        out[key] = {"by_category": by_category(a, c, [x["category"] for x in r1]), "replies": len(r1),
-                    "positions": first[key]["positions"],
-                    "a": {"alpha": mean(a), "alpha_ci95": list(bootstrap_ci(a))},
-                    "b": {"alpha": mean(c), "alpha_ci95": list(bootstrap_ci(c))},
-                    "b_minus_a": paired_bootstrap_diff(a, c),
-                    "per_reply": [{**x, "b": y["b"]} for x, y in zip(r1, r2)]}
+        extra = {"by_category": by_category(a, c, [x["category"] for x in r1])} if "category" in r1[0] else {}
+        out[t] = {**extra, "replies": len(r1), "positions": first[t]["positions"],
+                  "a": {"alpha": mean(a), "alpha_ci95": list(bootstrap_ci(a))},
+                  "b": {"alpha": mean(c), "alpha_ci95": list(bootstrap_ci(c))},
+                  "b_minus_a": paired_bootstrap_diff(a, c),
+                  "per_reply": [{**x, "b": y["b"]} for x, y in zip(r1, r2)]}
     out["seconds"] = first["seconds"] + second["seconds"]
     return out
 
@@ -152,7 +153,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--chain", type=Path, nargs=2, metavar=("A_VS_B", "B_VS_C"),
-                    help="no sampling: a against c from two --set comparisons' JSON that share draft b (chain)")
+                    help="no sampling: a against c from two comparisons' JSON that share draft b (chain)")
     args = ap.parse_args(argv)
     if args.chain:
         result = chain(*(json.loads(f.read_text()) for f in args.chain))

@@ -160,3 +160,11 @@ def test_chain_gives_the_direct_comparison_and_refuses_other_replies():
     shorter = _set_comparison(b[:-1], c[:-1], cats[:-1], "C")
     with pytest.raises(ValueError, match="same replies"):
         chain(first, shorter)
+    # held-out template comparisons: rows named by their prompt, no categories
+    for doc in (first, second):
+        doc["T=0.7"].pop("by_category")
+        for r in doc["T=0.7"]["per_reply"]:
+            r["prompt"] = r.pop("id") + " text"
+            r.pop("category")
+    plain = chain(first, second)["T=0.7"]
+    assert "by_category" not in plain and plain["b_minus_a"] == got["b_minus_a"]
