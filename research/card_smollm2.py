@@ -542,7 +542,7 @@ def _defaults_speed(rows: list[dict] | None, name: str = "") -> str:
                      f"output identical: {'yes' if same else 'NO'}")
     st, load = rows[0], [x for r in rows for x in r["load_avg"]]
     return (f"\nAt the app's defaults (`{st['command']}`: depth by the {st['settings']['depth_policy']} policy up to "
-            f"γ = {st['settings']['gamma']}, fast path and int8 draft where faster, {st['settings']['max_new_tokens']} "
+            f"γ = {st['settings']['gamma']}, fast path and int8 draft where faster, up to {st['settings']['max_new_tokens']} "
             f"greedy tokens; a prompt's speed-up is the median of {st['speedup']['n']} interleaved baseline/speculative "
             f"rounds; load average {min(load):.1f}–{max(load):.1f} on 2 cores; `research/runs/"
             f"{name}`): " + "; ".join(parts) + f". Issue 42's goal, a median of at least {GOAL_SPEEDUP}× "
@@ -641,6 +641,13 @@ def _versus_previous(cmp: dict | None) -> str:
             f"{int8} is {parts} (`research.evaluate.paired_bootstrap_diff`).\n\n")
 
 
+def before_label(train: dict) -> str:
+    """What the evaluations made before any fine-tune measured: "this draft", or the draft the
+    fine-tunes started from."""
+    steps = len(lineage(train)) - 1
+    return "this draft" if not steps else "the draft before the fine-tune" + ("s" if steps > 1 else "")
+
+
 def values(train: dict, evs: list[dict | None], compared: dict | None = None,
            previous: dict | None = None, realistic: dict | None = None, coverage_rows: list[dict] | None = None,
            finetune: dict | None = None) -> dict:
@@ -658,12 +665,13 @@ def values(train: dict, evs: list[dict | None], compared: dict | None = None,
         "arch": (f"{cfg['num_hidden_layers']} layers × {cfg['hidden_size']} hidden, {cfg['num_attention_heads']} "
                  f"heads of {cfg['head_dim']}, SwiGLU MLP {cfg['intermediate_size']}, {cfg['vocab_size']:,} embedding rows"),
         "kept": f"{len(cfg.get('draft_vocab_ids', [])):,}", "top_k": train["top_k"],
-        "kept_note": (f"; {base['draft_vocab']:,} of them were chosen so, the rest by the fine-tune below"
+        "kept_note": (f"; {base['draft_vocab']:,} of them were chosen so, the rest by the "
+                      f"{'first ' if len(lineage(train)) > 2 else ''}fine-tune below"
                       if tuned and train["draft_vocab"] > base["draft_vocab"] else ""),
         "cov_whose": "the tokens it first kept" if tuned else "they", "cov_mass": f"{coverage['mass']:.1%}", "cov_argmax": f"{coverage['argmax']:.1%}",
         "training": _training(base) + tuned, **_calibration(train),
-        "realistic": _realistic(realistic, coverage_rows, "the draft before the fine-tune" if tuned else "this draft"),
-        "evals_whose": ("These evaluations were run on the draft before the fine-tune above; the fine-tune's "
+        "realistic": _realistic(realistic, coverage_rows, before_label(train)),
+        "evals_whose": (f"These evaluations were run on {before_label(train)} above; the fine-tunes' "
                         "own numbers are in its section.\n\n" if tuned else ""),
         "eval_threads": first["threads"], "torch": first["torch"],
         "eval_head": _eval_head(), "eval_rows": _alpha_rows(evs),

@@ -180,13 +180,12 @@ def test_the_shipped_card_quotes_the_committed_realistic_run():
     """demo_models/smollm2_draft/README.md carries the table of research/runs/eval_full_shipped.json,
     and that summary is what its JSON lines give (no model needed)."""
     from app.assets import SMOLLM2_DRAFT_DIR
-    from research.card_smollm2 import COVERAGE, REALISTIC, _realistic
+    from research.card_smollm2 import COVERAGE, REALISTIC, _realistic, before_label
     from research.eval_report import markdown
-    from research.card_smollm2 import FINETUNE_COMPARE
     doc = json.loads(REALISTIC.read_text())
     coverage = read_rows(COVERAGE)
-    tuned = (SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE).is_file()  # then that run measured the draft it started from
-    whose = "the draft before the fine-tune" if tuned else "this draft"
+    train = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
+    whose = before_label(train)  # a fine-tuned draft: that run measured the draft it started from
     assert _realistic(doc, coverage, whose) in (SMOLLM2_DRAFT_DIR / "README.md").read_text()
     assert {r["id"] for r in coverage} == {r["id"] for r in read_rows(REALISTIC.parent / "eval_full_shipped.jsonl")}
     alpha_rows = read_rows(REALISTIC.parent / "eval_full_shipped.jsonl")
@@ -209,8 +208,11 @@ def test_the_shipped_card_is_what_its_logs_write():
     finally:
         (SMOLLM2_DRAFT_DIR / "README.md").write_text(before)
     tuned = SMOLLM2_DRAFT_DIR / card_smollm2.FINETUNE_COMPARE
+    step = SMOLLM2_DRAFT_DIR / card_smollm2.FINETUNE_STEP_COMPARE  # against the draft it replaced
     if tuned.is_file():
-        assert card_smollm2._finetune_table(json.loads(tuned.read_text())) in card
+        table = card_smollm2._finetune_table(json.loads(tuned.read_text()),
+                                             json.loads(step.read_text()) if step.is_file() else None)
+        assert table in card
     else:
         assert "## Fine-tuned" not in card
 
@@ -249,11 +251,12 @@ def test_a_draft_fine_tuned_twice_describes_each_fine_tune():
     from app.assets import SMOLLM2_DRAFT_DIR
     from research.card_smollm2 import _finetune
     from research.distill_smollm2 import lineage
-    log = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
-    if "resumed_from" not in log:
+    shipped = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
+    if "resumed_from" not in shipped:
         pytest.skip("the shipped draft was not fine-tuned")
+    root, log = lineage(shipped)[:2]                                      # the first draft, its first fine-tune
     twice = {**log, "resumed_from": log}
-    assert lineage(twice)[1:] == [log, twice] and lineage(twice)[0] == lineage(log)[0]
+    assert lineage(twice) == [root, log, twice] and lineage(log) == [root, log]
     speed = {"before": [{"id": "a", "greedy": {"gamma=1": {"speedup": 1.1, "identical": True}}, "fast": True,
                          "int8": True, "rounds": 3, "tokens": 48, "threads": 1}]}
     speed["after"] = speed["before"]
