@@ -158,8 +158,8 @@ def test_lessons_take_the_path_the_live_tab_would(tiny_pair, monkeypatch):
     real = engine.speculative_generate
     monkeypatch.setattr(engine, "speculative_generate",
                         lambda pair, ids, s, **kw: seen.append(s.fast) or real(pair, ids, s, **kw))
-    real_time = knee.time_forward
-    monkeypatch.setattr(knee, "time_forward", lambda *a, **kw: timed.append(kw["fast"]) or real_time(*a, **kw))
+    real_time = knee.time_passes  # measure_costs times every pass through it
+    monkeypatch.setattr(knee, "time_passes", lambda *a, **kw: timed.append(kw["fast"]) or real_time(*a, **kw))
     ids = tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
 
     def run_with(fast_seconds: float) -> None:
