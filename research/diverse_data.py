@@ -135,12 +135,13 @@ def continued(tok, examples: list[dict], pool: list[dict], seed: int) -> list[di
     """Prompts that go on from the teacher's own first replies (`examples`, a shard's turn-1
     examples): a reply to a REPLY_SUMMARY_KINDS prompt is pasted back to be summarised (half of
     them), every other one gets a FOLLOW_UPS turn after it. None shares text with the
-    evaluation set (research.eval_set.overlaps); ids are "<prompt id>/summary" or "/follow"."""
+    evaluation set (research.eval_set.overlap_check); ids are "<prompt id>/summary" or "/follow"."""
     import random
     from research.diverse_prompts import FOLLOW_UPS, REPLY_SUMMARY_KINDS, SUMMARISE_FORMS
     from research.eval_set import load as load_eval
-    from research.eval_set import overlaps
-    rng, by_id, ev, out = random.Random(seed), {p["id"]: p for p in pool}, load_eval(), []
+    from research.eval_set import overlap_check
+    rng, by_id, out = random.Random(seed), {p["id"]: p for p in pool}, []
+    overlaps = overlap_check(load_eval())
     for e in (e for e in examples if e["turn"] == 1):
         p = by_id[e["prompt_id"]]
         said = tok.decode(e["ids"][e["first"] + 1:], skip_special_tokens=True).strip()
@@ -150,7 +151,7 @@ def continued(tok, examples: list[dict], pool: list[dict], seed: int) -> list[di
         else:
             q = {"id": p["id"] + "/follow", "kind": "multiturn", "follow_up": None,
                  "messages": second_turn(tok, {**p, "follow_up": rng.choice(FOLLOW_UPS)}, e["ids"], e["first"])}
-        if not overlaps(said, ev):
+        if not overlaps(said):
             out.append(q)
     return out
 

@@ -10,7 +10,7 @@ passage, multi-turn chat and planning. Each prompt is a list of chat messages en
 user turn, sent through the target's chat template.
 
     load()                              -> the prompts (dicts with "id", "category", "messages")
-    overlaps(text, prompts)             -> does a training text share words with an evaluation message
+    overlap_check(prompts)(text)        -> does a training text share words with an evaluation message
     measure(pair, prompts)              -> per-prompt rows of per-position alpha (needs the models)
     alpha_by_category(rows)             -> token-weighted alpha, 95% interval, counts per category
 
@@ -52,15 +52,18 @@ def shingles(text: str, n: int = SHINGLE) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
-def overlaps(text: str, prompts: list[dict]) -> bool:
-    """Whether a training text equals, contains or is contained in any message of `prompts`
-    (case, whitespace and punctuation ignored, whole words only), or shares an 8-word run with
-    one: the rule that keeps training prompts disjoint from the evaluation set."""
-    messages = [m["content"] for p in prompts for m in p["messages"]]
-    w = " " + " ".join(words(text)) + " "
-    if any((e := " " + " ".join(words(m)) + " ") in w or w in e for m in messages):
-        return True
-    return bool(shingles(text) & set().union(*map(shingles, messages)))
+def overlap_check(prompts: list[dict]):
+    """The rule that keeps training prompts disjoint from the evaluation set, with `prompts`'
+    messages indexed once: -> overlaps(text) -> bool, whether a text equals, contains or is
+    contained in any of those messages (case, whitespace and punctuation ignored, whole words
+    only), or shares an 8-word run with one."""
+    spaced = [" " + " ".join(words(m["content"])) + " " for p in prompts for m in p["messages"]]
+    runs = set().union(*(shingles(m["content"]) for p in prompts for m in p["messages"]))
+
+    def overlaps(text: str) -> bool:
+        w = " " + " ".join(words(text)) + " "
+        return any(e in w or w in e for e in spaced) or bool(shingles(text) & runs)
+    return overlaps
 
 
 def _sum_count(row: dict) -> tuple[float, int]:

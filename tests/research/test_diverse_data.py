@@ -9,7 +9,7 @@ import pytest
 from research import diverse_prompts
 from research.diverse_prompts import prompts, task_forms
 from research.eval_set import load as load_eval
-from research.eval_set import overlaps
+from research.eval_set import overlap_check
 from research.prompts import HELDOUT_TOPICS
 
 def pool_texts() -> list[str]:
@@ -35,8 +35,8 @@ def test_pool_shape():
 def test_disjoint_from_the_evaluation_set():
     """No pool text equals, contains or is contained in an evaluation message (case and
     whitespace ignored, punctuation ignored as runs of whole words), and no 8-word run is shared."""
-    ev = load_eval()
-    assert not [text for text in pool_texts() if overlaps(text, ev)]
+    overlaps = overlap_check(load_eval())
+    assert not [text for text in pool_texts() if overlaps(text)]
 
 
 @pytest.mark.parametrize("leak", ["{m} Keep it short.", "Please: {m}", "x {m} y"])
@@ -44,11 +44,12 @@ def test_the_disjointness_check_can_fail(leak):
     """The same check catches an evaluation prompt slipped into the pool, inside other words,
     and an 8-word run of one."""
     ev = load_eval()
+    overlaps = overlap_check(ev)
     m = ev[0]["messages"][0]["content"]
-    assert overlaps(leak.format(m=m), ev)
+    assert overlaps(leak.format(m=m))
     long = next(x["content"] for p in ev for x in p["messages"] if len(x["content"].split()) > 12)
-    assert overlaps("Intro words here. " + " ".join(long.split()[2:10]) + " and more", ev)
-    assert not overlaps("A sentence that no evaluation prompt could contain, zebra quartz.", ev)
+    assert overlaps("Intro words here. " + " ".join(long.split()[2:10]) + " and more")
+    assert not overlaps("A sentence that no evaluation prompt could contain, zebra quartz.")
 
 
 def test_no_held_out_topic_is_a_subject():
