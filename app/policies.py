@@ -171,8 +171,10 @@ def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3, fast: boo
 
     fast = use_by_default(pair.device) if fast is None else fast
     timing = dict(device=pair.device, batch=1, kv_len=kv_len, repeats=repeats, fast=fast, samples=samples)
-    t_draft = ([0.0] * repeats if samples else 0.0) if pair.draft is None else time_passes(  # n-gram: ~free
-        pair.draft, qs=[1], int8=int8, **timing)[0]
+    if pair.draft is None:  # no draft model: lookup (n-gram), ~free
+        t_draft = [0.0] * repeats if samples else 0.0
+    else:
+        t_draft = time_passes(pair.draft, qs=[1], int8=int8, **timing)[0]
     t_target = time_passes(pair.target, qs=list(range(1, gamma_max + 2)), **timing)
     return t_draft, t_target
 

@@ -531,22 +531,20 @@ def _defaults_speed(rows: list[dict] | None, name: str = "") -> str:
     if not rows:
         return ""
     from research.eval_report import GOAL_SPEEDUP, median_ci, verdict
-    drafts = list(dict.fromkeys(r["draft"] for r in rows))
-    parts, ci = [], None
-    for d in drafts:
-        mine = [r["speedup"]["median"] for r in rows if r["draft"] == d]
-        ci = median_ci(mine)
-        same = all(r["identical"] for r in rows if r["draft"] == d)
-        parts.append(f"{d}: **{statistics.median(mine):.2f}×** median over {len(mine)} prompts (95% bootstrap "
-                     f"interval of the median {ci[0]:.2f}–{ci[1]:.2f}×; prompts {min(mine):.2f}–{max(mine):.2f}×), "
-                     f"output identical: {'yes' if same else 'NO'}")
+    sides = {d: [r for r in rows if r["draft"] == d] for d in dict.fromkeys(r["draft"] for r in rows)}  # in order
+    medians = {d: [r["speedup"]["median"] for r in side] for d, side in sides.items()}
+    cis = {d: median_ci(m) for d, m in medians.items()}
+    parts = [f"{d}: **{statistics.median(m):.2f}×** median over {len(m)} prompts (95% bootstrap interval of the "
+             f"median {cis[d][0]:.2f}–{cis[d][1]:.2f}×; prompts {min(m):.2f}–{max(m):.2f}×), output identical: "
+             f"{'yes' if all(r['identical'] for r in sides[d]) else 'NO'}" for d, m in medians.items()]
+    this = list(sides)[-1]  # rows alternate per prompt, the replaced draft first: this draft is named last
     st, load = rows[0], [x for r in rows for x in r["load_avg"]]
     return (f"\nAt the app's defaults (`{st['command']}`: depth by the {st['settings']['depth_policy']} policy up to "
             f"γ = {st['settings']['gamma']}, fast path and int8 draft where faster, up to {st['settings']['max_new_tokens']} "
             f"greedy tokens; a prompt's speed-up is the median of {st['speedup']['n']} interleaved baseline/speculative "
             f"rounds; load average {min(load):.1f}–{max(load):.1f} on 2 cores; `research/runs/"
             f"{name}`): " + "; ".join(parts) + f". Issue 42's goal, a median of at least {GOAL_SPEEDUP}× "
-            f"for this draft: {verdict(ci, GOAL_SPEEDUP, len(mine))}.\n")
+            f"for this draft: {verdict(cis[this], GOAL_SPEEDUP, len(medians[this]))}.\n")
 
 
 def _finetune_templates(cmp: dict | None) -> str:
@@ -598,16 +596,15 @@ def _finetune(train: dict, runs: dict) -> str:
                       for i, (parent, log) in enumerate(zip(chain, chain[1:])))
     times = {2: "", 3: " twice"}.get(len(chain), f" {len(chain) - 1} times")
     labels = {"before": "before the fine-tunes", "after": "after the first fine-tune"} if len(chain) > 2 else None
-    defaults = runs.get("defaults") or ("", None)
     return FINETUNE.format(times=times, steps=steps, compared=_finetune_compared(runs.get("realistic"), runs.get("step")),
                            templates=_finetune_templates(runs.get("templates")),
-                           speed=_finetune_speed(runs.get("speed"), labels) + _defaults_speed(*defaults[::-1])) + "\n"
+                           speed=_finetune_speed(runs.get("speed"), labels) + _defaults_speed(*runs.get("defaults", (None,)))) + "\n"
 
 
 def read_finetune_runs(steps: int = 1) -> dict:
     """The fine-tunes' measurements where they exist: "realistic" (FINETUNE_COMPARE), "step"
     (FINETUNE_STEP_COMPARE), "templates" (FINETUNE_TEMPLATES), "speed" ({"before", "after"}:
-    SPEED_RUNS' rows), "defaults" (the last of `steps` fine-tunes' DEFAULTS_RUNS rows)."""
+    SPEED_RUNS' rows), "defaults" ((rows, file name) of the last of `steps` fine-tunes' DEFAULTS_RUNS)."""
     from research.eval_report import read_rows
     runs = {key: json.loads(path.read_text()) for key, path in
             (("realistic", SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE), ("templates", SMOLLM2_DRAFT_DIR / FINETUNE_TEMPLATES),
@@ -615,7 +612,7 @@ def read_finetune_runs(steps: int = 1) -> dict:
             if path.is_file()}
     runs["speed"] = {side: read_rows(path) for side, path in SPEED_RUNS.items() if path.is_file()}
     if 0 < steps <= len(DEFAULTS_RUNS) and DEFAULTS_RUNS[steps - 1].is_file():
-        runs["defaults"] = (DEFAULTS_RUNS[steps - 1].name, read_rows(DEFAULTS_RUNS[steps - 1]))
+        runs["defaults"] = (read_rows(DEFAULTS_RUNS[steps - 1]), DEFAULTS_RUNS[steps - 1].name)
     return runs
 
 
