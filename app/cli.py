@@ -17,20 +17,13 @@ import sys
 FATE_ANSI = {"accepted": "32", "rejected": "9;31", "correction": "34", "bonus": "35", "target": "0"}
 
 
-def colour(pieces, tty: bool, hidden: frozenset[int] = frozenset()) -> str:
+def colour(pieces, tty: bool) -> str:
     """Token texts, ANSI-coloured by fate on a terminal; plain (rejected drafts dropped) if not.
-    hidden: token ids not printed (end_markers: a chat model's "<|im_end|>")."""
-    pieces = [p for p in pieces if p.token_id not in hidden]
+    Special tokens (Piece.special: a chat model's "<|im_end|>") are not printed."""
+    pieces = [p for p in pieces if not p.special]
     if not tty:
         return "".join(p.text for p in pieces if p.fate != "rejected")
     return "".join(f"\x1b[{FATE_ANSI[p.fate]}m{p.text}\x1b[0m" for p in pieces)
-
-
-def end_markers(tokenizer) -> frozenset[int]:
-    """The tokenizer's special tokens (end of text, chat turn markers such as "<|im_end|>"):
-    what decode(skip_special_tokens=True) leaves out, so the printed text is the trace's."""
-    return frozenset(tokenizer.all_special_ids) | frozenset(
-        [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
 
 
 def summary_lines(trace) -> list[str]:
@@ -178,17 +171,17 @@ def runner_policy(name) -> str:
 def cmd_generate(args) -> int:
     """Decode through app.runner (the Live tab's path, with its defaults): the CLI's own pair
     (load_cli_pair), no CPU-regime probe (the Live tab's roofline note), quiet progress. The
-    tokenizer's special tokens (end_markers) are not printed."""
+    tokenizer's special tokens (Piece.special) are not printed."""
     from app import runner, validation
     req = generate_request(args, check_generate_args(args))
     prepared = runner.prepare(req, lambda *a, **k: load_cli_pair(args), lambda *a, **k: None, regime=False)
     pair = prepared.pair
     chat = validation.chat_for(req.prompt_mode, pair.tokenizer)
-    tty, shown, hidden = sys.stdout.isatty(), 0, end_markers(pair.tokenizer)
+    tty, shown = sys.stdout.isatty(), 0
     sys.stdout.write(args.prompt + ("\n" if chat else ""))
     for trace in runner.start(prepared, req):
         for step in trace.steps[shown:]:
-            sys.stdout.write(colour(step.pieces, tty, hidden))
+            sys.stdout.write(colour(step.pieces, tty))
         shown = len(trace.steps)
         sys.stdout.flush()
     place_on_roofline(pair, trace)

@@ -68,12 +68,22 @@ def make_drafter(pair: ModelPair, kind: str, path: fastpath.Path = fastpath.EAGE
     raise ValueError(f"unknown drafter {kind!r}: use model or ngram")
 
 
+def special_ids(tokenizer) -> frozenset[int]:
+    """The tokenizer's special tokens (end of text, chat turn markers such as "<|im_end|>"):
+    what decode(skip_special_tokens=True) leaves out."""
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    return frozenset(tokenizer.all_special_ids) | frozenset(eos)
+
+
 class _Decoder:
     """Token texts for display: decode with a little left context so that byte-level BPE
-    pieces of one character come out whole."""
+    pieces of one character come out whole; `special` holds the ids that Piece.special marks."""
 
     def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
+        self.tokenizer, self.special = tokenizer, special_ids(tokenizer)
+
+    def make(self, context: list[int], token: int, fate: str, step: int, p: float, q: float | None) -> Piece:
+        return Piece(token, self.piece(context, token), fate, step, p, q, special=token in self.special)
 
     def piece(self, context: list[int], token: int) -> str:
         ctx = context[-4:]
@@ -116,11 +126,11 @@ def _pieces(decoder, ids, proposal, verdict, emitted, p_display, step) -> list[P
         fate = "accepted" if drafted else ("target" if g == 0 else
                                            "bonus" if verdict.is_bonus else "correction")
         q = float(proposal.q_display[i, tok]) if drafted else None
-        pieces.append(Piece(tok, decoder.piece(context, tok), fate, step, float(p_display[i, tok]), q))
+        pieces.append(decoder.make(context, tok, fate, step, float(p_display[i, tok]), q))
         if not drafted and not verdict.is_bonus:  # the rejected draft, struck through
             x = int(proposal.draft_ids[i])
-            pieces.insert(-1, Piece(x, decoder.piece(context, x), "rejected", step,
-                                    float(p_display[i, x]), float(proposal.q_display[i, x])))
+            pieces.insert(-1, decoder.make(context, x, "rejected", step,
+                                           float(p_display[i, x]), float(proposal.q_display[i, x])))
         context.append(tok)
     return pieces
 

@@ -24,7 +24,9 @@ FATES = ("accepted", "rejected", "correction", "bonus", "target")
 # 1: the exports before versioning (no schema_version). 2: schema_version written, Trace.recorded
 # added (who made the run, when, at which commit), and Trace.device may hold the device's name
 # and measured ceilings (app.hardware.Ceilings.to_dict()). Version 1 files load as they are.
-SCHEMA_VERSION = 2
+# 3: Piece.special (the token is one of the tokenizer's special ids, e.g. the chat's end of turn);
+# app.recorded marks it in older files from the token's text (LEGACY_SPECIAL).
+SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Piece:
 
     p / q: p_target(x) and q_draft(x) at this position under the run's sampling transform
     (None where a model did not score the token: q of a correction/bonus/baseline token).
+    special: one of the tokenizer's special ids (end of text, a chat turn marker): a real token
+    of the run, shown as words rather than its raw text (app.engine.special_ids).
     """
     token_id: int
     text: str
@@ -65,6 +69,7 @@ class Piece:
     step: int
     p: float | None = None
     q: float | None = None
+    special: bool = False
 
 
 @dataclass

@@ -107,8 +107,9 @@ def test_subprocess_error_has_no_traceback(tiny_dirs):
 def test_plain_output_drops_rejected_tokens_and_tty_colours_them():
     from app.cli import colour
     from app.trace import Piece
-    pieces = [Piece(1, "a", "accepted", 0), Piece(2, "b", "rejected", 0), Piece(3, "c", "correction", 0)]
-    assert colour(pieces, tty=False) == "ac"
+    pieces = [Piece(1, "a", "accepted", 0), Piece(2, "b", "rejected", 0), Piece(3, "c", "correction", 0),
+              Piece(4, "<|im_end|>", "bonus", 1, special=True)]
+    assert colour(pieces, tty=False) == "ac"  # rejected drafts and special tokens are not printed
     coloured = colour(pieces, tty=True)
     assert "\x1b[9;31mb" in coloured and "\x1b[32ma" in coloured
 

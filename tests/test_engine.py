@@ -94,10 +94,15 @@ def test_stops_at_eos(self_pair):
     old = self_pair.tokenizer.eos_token_id
     try:
         self_pair.tokenizer.eos_token_id = eos
-        out = emitted(speculative_generate(self_pair, ids, DecodeSettings(gamma=4, max_new_tokens=12)))
+        events = list(speculative_generate(self_pair, ids, DecodeSettings(gamma=4, max_new_tokens=12)))
+        plain = list(autoregressive_generate(self_pair, ids, DecodeSettings(max_new_tokens=12)))
     finally:
         self_pair.tokenizer.eos_token_id = old
-    assert out == free[:first + 1]
+    assert emitted(events) == free[:first + 1]
+    # the EOS is a special id: its piece says so (the stream shows it as words), no other does
+    for run in (events, plain):
+        pieces = [p for e in run for p in e.pieces if p.fate != "rejected"]
+        assert [p.special for p in pieces] == [False] * first + [True]
 
 
 def test_every_forward_is_timed(tiny_pair):

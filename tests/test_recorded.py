@@ -57,6 +57,23 @@ def test_an_export_from_before_schema_version_still_loads():
     assert load_trace(Path(__file__).parent / "data" / "trace_small.json").steps
 
 
+def test_special_tokens_of_files_before_schema_3_are_known_by_their_text(good):
+    """Piece.special came with schema 3; an older file's special tokens are marked from their text
+    (LEGACY_SPECIAL), a newer file's flag is taken as written, whatever the text."""
+    _set(good, "steps.1.pieces.0.text", "<|im_end|>")
+    _set(good, "schema_version", 2)
+    assert parse_trace(json.dumps(good)).steps[1].pieces[0].special
+    _set(good, "schema_version", 3)
+    _set(good, "steps.1.pieces.0.special", False)
+    assert not parse_trace(json.dumps(good)).steps[1].pieces[0].special
+    capital = next(GALLERY_DIR.glob("cpu-flagship-what-is-the-capital-of*.json"))
+    trace = load_trace(capital)
+    assert [p.text for s in trace.steps for p in s.pieces if p.special] == ["<|im_end|>"]
+    from dataclasses import replace
+    from app.ui import views
+    assert "<|im_end|>" not in views.plain_text(replace(trace, stopped=""))  # mid-stream text, as decoded
+
+
 def test_generate_json_then_trace_cli_gives_the_summary(capsys, tiny_dirs, tmp_path):
     trace_json, summary_json = tmp_path / "t.json", tmp_path / "s.json"
     code, out, err = cli(capsys, "generate", "--prompt", "It is a truth", "--max-new-tokens", "10", "--gamma", "2",
@@ -109,6 +126,7 @@ BROKEN = [
     ("steps.1.pieces.0.fate", "lucky", "steps[1].pieces[0].fate must be one of"),
     ("steps.1.pieces.0.text", 7, "steps[1].pieces[0].text must be a string"),
     ("steps.1.pieces.0.p", 2.5, "steps[1].pieces[0].p must be finite and between 0 and 1.001"),
+    ("steps.1.pieces.0.special", "yes", "steps[1].pieces[0].special must be true or false"),
     ("steps.1.n_accepted", 9, "steps[1].n_accepted must be between 0 and 4"),
     ("steps.1.n_accepted", True, "steps[1].n_accepted must be a whole number"),
     ("steps.1.emitted_ids", [1, 2, 3, 4, 5, 6], "steps[1].emitted_ids has 6 entries; at most 5"),

@@ -116,10 +116,13 @@ def test_stream_hover_title_and_newlines():
 @pytest.mark.parametrize("special", ["<|im_end|>", "<|endoftext|>", "</s>"])
 def test_a_special_token_reads_as_words_with_its_text_in_the_title(special):
     """The chat's end-of-turn token is a real emitted token (it keeps its chip and fate) but reads
-    as "end of reply", its raw text kept in the hover title; ordinary text like it is not."""
-    out = token_stream_html([Piece(2, special, "bonus", 4, 0.9, None),
-                             Piece(3, "a <|x|> b", "accepted", 5, 0.5, 0.4)], finished=True)
-    assert out.count('class="tok tok-') == 2
+    as "end of reply", its raw text kept in the hover title. What decides is Piece.special (the
+    tokenizer's special ids), not the text: an ordinary token that reads the same stays text."""
+    out = token_stream_html([Piece(2, special, "bonus", 4, 0.9, None, special=True),
+                             Piece(3, "a <|x|> b", "accepted", 5, 0.5, 0.4),
+                             Piece(4, special, "accepted", 6, 0.5, 0.4)], finished=True)
+    assert out.count('class="tok tok-') == 3
+    assert out.count(html.escape(special)) == 2  # the special one's title, the ordinary one's text
     assert f'<span class="tok-special">{SPECIAL_TEXT}</span>' in out and out.count("tok-special") == 1
     assert f"special token {html.escape(special)}: the model ends its reply" in out
     assert "a &lt;|x|&gt; b" in out and ".tok-special" in STYLE

@@ -7,7 +7,6 @@ Every token text is escaped here (gr.HTML inserts raw HTML, and tokens can be an
 from __future__ import annotations
 
 import html
-import re
 
 from app.trace import FATES, Piece
 
@@ -22,9 +21,8 @@ FATE_MEANINGS = {
     "target": "plain decoding: one token per target pass",
 }
 
-# A tokenizer's special tokens as they decode ("<|im_end|>", "</s>", "<eos>"): the model's own
-# end of reply, a real token of the run (it counts in tokens per pass), shown as words.
-SPECIAL = re.compile(r"^(<\|[\w.-]+\|>|</s>|<eos>|<end_of_turn>)$")
+# A special token (Piece.special: "<|im_end|>", "</s>") is the model's own end of reply, a real
+# token of the run (it counts in tokens per pass), shown as words.
 SPECIAL_TEXT = "end of reply"
 
 END_MARKER = '<span id="stream-end" data-testid="stream-end">■ end of stream</span>'
@@ -78,17 +76,17 @@ def _token_body(text: str, *, mark_newlines: bool = True) -> str:
 
 
 def _title(piece: Piece) -> str:
-    special = f" · special token {piece.text}: the model ends its reply" if SPECIAL.match(piece.text) else ""
+    special = f" · special token {piece.text}: the model ends its reply" if piece.special else ""
     return (f"step {piece.step} · {piece.fate} · "
             f"p={fmt_prob(piece.p)} · q={fmt_prob(piece.q)}{special}")
 
 
 def token_span(piece: Piece) -> str:
     """One token as a <span class="tok tok-FATE"> with a hover title (step, fate, p, q); a
-    special token (SPECIAL, e.g. the chat's end of turn) reads as SPECIAL_TEXT, its raw text
-    in the title."""
+    special token (Piece.special, e.g. the chat's end of turn) reads as SPECIAL_TEXT, its raw
+    text in the title."""
     fate = html.escape(piece.fate, quote=True)
-    body = (f'<span class="tok-special">{SPECIAL_TEXT}</span>' if SPECIAL.match(piece.text)
+    body = (f'<span class="tok-special">{SPECIAL_TEXT}</span>' if piece.special
             else _token_body(piece.text))
     return (f'<span class="tok tok-{fate}" data-fate="{fate}" data-step="{int(piece.step)}" '
             f'title="{html.escape(_title(piece), quote=True)}">{body}</span>')

@@ -62,10 +62,11 @@ def stream_html(trace: Trace, finished: bool) -> str:
 
 
 def plain_text(trace: Trace) -> str:
-    """The output text: the tokenizer's decode once finished, the emitted pieces before."""
+    """The output text: the tokenizer's decode once finished, the emitted pieces before (special
+    tokens left out, as the decode leaves them)."""
     if trace.stopped:  # set last, after output_text
         return trace.output_text
-    return "".join(p.text for s in trace.steps for p in s.pieces if p.fate != "rejected")
+    return "".join(p.text for s in trace.steps for p in s.pieces if p.fate != "rejected" and not p.special)
 
 
 def live_trace(trace: Trace, seconds: float) -> Trace:
