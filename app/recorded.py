@@ -17,14 +17,13 @@ import hashlib
 import json
 import math
 import os
-import re
 import shlex
 import subprocess
 from pathlib import Path
 
 from app.assets import RECORDED_DIR, REPO_ROOT
 from app.metrics import check_baseline_numbers, summary
-from app.trace import FATES, SCHEMA_VERSION, Trace
+from app.trace import FATES, SCHEMA_VERSION, Trace, upgrade
 from app.validation import InputError
 
 GALLERY_DIR, MANIFEST = RECORDED_DIR, "manifest.json"
@@ -38,9 +37,6 @@ MAX_STRING_CHARS = 1_000       # every other string (token texts, names, paths, 
 MAX_DEPTH = 4                  # nesting of the free-form dicts (settings, device, models, recorded)
 MAX_KEYS = 256
 MAX_TOKEN_ID = 2**31 - 1
-# Files before schema 3 have no Piece.special: their special tokens are known by their decoded
-# text, the rule those versions' renderer used ("<|im_end|>", "</s>", "<eos>", "<end_of_turn>").
-LEGACY_SPECIAL = re.compile(r"^(<\|[\w.-]+\|>|</s>|<eos>|<end_of_turn>)$")
 PROB_MAX = 1.001               # probabilities: float32 softmax may round a little above 1
 
 MODELS, PHASES = ("draft", "target"), ("prefill", "draft", "verify", "decode")
@@ -283,17 +279,7 @@ def check_trace_dict(d, name: str = "the file") -> dict:
         _str(d.get("stopped", ""), "stopped")
     except InputError as exc:
         raise InputError(f"{name}: {exc}") from None
-    if version < 3:
-        _mark_legacy_special(d)
-    return d
-
-
-def _mark_legacy_special(d: dict) -> None:
-    """Piece.special for a file written before schema 3, from each token's text (LEGACY_SPECIAL)."""
-    runs = [d] + ([d["baseline"]] if d.get("baseline") else [])
-    for step in (s for run in runs for s in run.get("steps", [])):
-        for piece in step["pieces"]:
-            piece["special"] = bool(LEGACY_SPECIAL.match(piece["text"]))
+    return upgrade(d, version)
 
 
 def parse_trace(text: str | bytes, name: str = "the file", max_bytes: int = MAX_TRACE_BYTES) -> Trace:

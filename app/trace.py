@@ -18,6 +18,7 @@ recorded file against the schema before building a Trace from it).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 
 FATES = ("accepted", "rejected", "correction", "bonus", "target")
@@ -25,8 +26,10 @@ FATES = ("accepted", "rejected", "correction", "bonus", "target")
 # added (who made the run, when, at which commit), and Trace.device may hold the device's name
 # and measured ceilings (app.hardware.Ceilings.to_dict()). Version 1 files load as they are.
 # 3: Piece.special (the token is one of the tokenizer's special ids, e.g. the chat's end of turn);
-# app.recorded marks it in older files from the token's text (LEGACY_SPECIAL).
+# upgrade() marks it in older files from the token's text (LEGACY_SPECIAL).
 SCHEMA_VERSION = 3
+# the special tokens' texts as the renderer of schemas 1 and 2 knew them
+LEGACY_SPECIAL = re.compile(r"^(<\|[\w.-]+\|>|</s>|<eos>|<end_of_turn>)$")
 
 
 @dataclass
@@ -211,3 +214,14 @@ def _build(cls, d: dict):
             value = _build(sub, value)
         kwargs[f.name] = value
     return cls(**kwargs)
+
+
+def upgrade(d: dict, version: int) -> dict:
+    """A checked trace dict of schema `version` brought to SCHEMA_VERSION, in place: before 3,
+    each piece's `special` from its text (LEGACY_SPECIAL), the rule those files' renderer used."""
+    if version < 3:
+        runs = [d] + ([d["baseline"]] if d.get("baseline") else [])
+        for step in (s for run in runs for s in run.get("steps", [])):
+            for piece in step["pieces"]:
+                piece["special"] = bool(LEGACY_SPECIAL.match(piece["text"]))
+    return d

@@ -36,7 +36,7 @@ PADDINGS = {"1 -> 2 only": {1: 2}, "PADDED_ROWS": lean.PADDED_ROWS}  # --padding
 
 def load_target(name: str):
     if name == "smollm2":
-        from research.evaluate_smollm2 import load
+        from research.flagship import load
         return load("cpu").target
     from app.models import load_pair
     return load_pair().target

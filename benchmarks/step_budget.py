@@ -69,7 +69,8 @@ def load(pair_name: str, n_prompts: int, new_tokens: int):
     """(pair, prompt ids): the flagship on held-out chat prompts, or the embedded pair on the
     lessons' prompts."""
     if pair_name == "smollm2":
-        from research.evaluate_smollm2 import chat_prompts, load as load_flagship
+        from research.evaluate_smollm2 import chat_prompts
+        from research.flagship import load as load_flagship
         pair = load_flagship("cpu")
         return pair, chat_prompts(pair, n_prompts)
     from app.lessons.common import PROMPTS, encode

@@ -18,7 +18,7 @@ What is measured, at each temperature T: the target samples `--replies` replies 
 tokens (plain decoding, seeds 0, 1, ...) to held-out chat prompts (evaluate_smollm2.chat_prompts),
 or with --set to the realistic evaluation set (research/eval_prompts.json; its first N prompts of
 every category with --set N), then each draft is teacher-forced over them and alpha = mean over reply positions of
-sum_x min(p_target, q_draft) at T (Leviathan et al. 2023, Def. 3.1; evaluate_smollm2.reply_alphas).
+sum_x min(p_target, q_draft) at T (Leviathan et al. 2023, Def. 3.1; flagship.reply_alphas).
 With --set, "by_category" also gives each
 category's alpha for both drafts with its bootstrap interval (research.eval_set.alpha_by_category)
 and the paired difference within the category. Writes JSON to --out (default: print only).
@@ -45,7 +45,7 @@ def compare(pair_a, pair_b, prompts: list[list[int]], temperature: float, tokens
     category, for "by_category" (by_category)."""
     if pair_a.target is not pair_b.target:
         raise ValueError("both drafts must be scored against the same target model")
-    from research.evaluate_smollm2 import reply_alphas
+    from research.flagship import reply_alphas
     samples = own_samples(pair_a, prompts, temperature, tokens, seed)        # [1, P + tokens] each
     lens = [len(p) for p in prompts]
     a = reply_alphas(pair_a, samples, lens, temperature, int8[0])[0]          # [reply length] per reply
@@ -129,7 +129,7 @@ def chain(first: dict, second: dict) -> dict:
 def load_sides(a: Path, b: Path, device: str):
     """(pair_a, pair_b): the flagship target with draft a and with draft b, one target shared."""
     from app.gguf import load_draft
-    from research.evaluate_smollm2 import load
+    from research.flagship import load
     pair_a = load(device, a)
     if Path(a).resolve() == Path(b).resolve():
         return pair_a, pair_a

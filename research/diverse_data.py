@@ -232,7 +232,7 @@ def main(argv=None) -> None:
     if not 1 <= args.tokens <= 512 or any(not 0 < t <= 2 for t in args.temperatures):
         ap.error("--tokens must be 1..512 and each temperature in (0, 2]")
     from research.diverse_prompts import prompts
-    from research.evaluate_smollm2 import load as load_pair
+    from research.flagship import load as load_pair
     pair = load_pair("cpu", args.draft)
     n = run(pair, prompts(), args.out, tuple(args.temperatures), args.tokens, args.limit)
     print(f"answered {n} prompt-temperature pairs into {args.out}")

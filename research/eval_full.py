@@ -148,7 +148,7 @@ def run(args) -> None:
     import torch
 
     from research.eval_set import load
-    from research.evaluate_smollm2 import load as load_pair
+    from research.flagship import load as load_pair
     prompts = load()
     index = {p["id"]: i for i, p in enumerate(prompts)}
     todo = [p for p in round_robin(prompts) if p["id"] not in done_ids(args.out)][:args.limit]

@@ -14,7 +14,7 @@ user turn, sent through the target's chat template.
     measure(pair, prompts)              -> per-prompt rows of per-position alpha (needs the models)
     alpha_by_category(rows)             -> token-weighted alpha, 95% interval, counts per category
 
-alpha is measured as in research/evaluate_smollm2.py: the target samples its own reply at
+alpha is measured as in research/flagship.py: the target samples its own reply at
 T (plain decoding), then over the reply positions alpha = sum_x min(p_target, q_draft) at T
 (Leviathan et al. 2023, Def. 3.1), the draft teacher-forced on the same tokens.
 
@@ -154,13 +154,13 @@ def measure(pair, prompts: list[dict], temperature: float = 0.7, max_new_tokens:
     """For each prompt (load()'s dicts), the target's own sampled reply at `temperature` (plain
     decoding, seed + i for the i-th prompt, as research.evaluate.own_samples) and, over its
     reply positions, per-position alpha = sum_x min(p_target, q_draft) and greedy agreement of
-    the draft against the target (research.evaluate_smollm2.reply_alphas; a feature draft is
+    the draft against the target (research.flagship.reply_alphas; a feature draft is
     handled there). int8: the draft with int8 weights.
     Returns one row per prompt: {"id", "category", "positions", "alpha", "greedy_agreement",
     "reply" (the sampled reply's text), "alphas": [per-position values]}; alpha_by_category
     takes these rows."""
     from research.evaluate import own_samples
-    from research.evaluate_smollm2 import reply_alphas
+    from research.flagship import reply_alphas
     ids = [chat_ids(pair.tokenizer, p["messages"]) for p in prompts]
     samples = own_samples(pair, ids, temperature, max_new_tokens, seed)        # [1, P + reply] each
     alphas, agree = reply_alphas(pair, samples, [len(i) for i in ids], temperature, int8)
@@ -187,7 +187,7 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     if not 0 < args.temperature <= 2 or not 1 <= args.tokens <= 512:
         ap.error("--temperature must be in (0, 2] and --tokens in 1..512")
-    from research.evaluate_smollm2 import load as load_pair
+    from research.flagship import load as load_pair
     prompts = load()
     if args.limit is not None:
         prompts = first_per_category(prompts, args.limit)

@@ -80,7 +80,7 @@ def main(argv=None) -> None:
         ap.error("give --run RUN.jsonl --out OUT.jsonl (or --summary OUT.jsonl)")
     from app.assets import SMOLLM2_DRAFT_DIR
     from research.eval_set import load
-    from research.evaluate_smollm2 import load as load_pair
+    from research.flagship import load as load_pair
     prompts = load()
     index = {p["id"]: i for i, p in enumerate(prompts)}
     runs = [json.loads(line) for line in args.run.read_text().splitlines() if line.strip()]
