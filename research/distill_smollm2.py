@@ -684,7 +684,9 @@ def train_draft(args) -> None:
             print(f"  stopping at the {args.max_minutes}-minute cap after {step + 1} steps", flush=True)
             break
     final = heldout_bounds(draft, held, pad, temps)
-    earlier = best[0] > final[sel]  # an earlier checkpoint drafted better on the held-out prompts
+    # an earlier checkpoint drafted better on the held-out prompts (--keep best); with --keep last the
+    # final weights are saved whatever step 0 measured (a resumed draft's step 0 is its parent)
+    earlier = args.keep == "best" and best[0] > final[sel]
     if earlier:
         draft.load_state_dict(best[2])
     round_as_saved(draft)
@@ -695,7 +697,7 @@ def train_draft(args) -> None:
                                   "seconds": round(time.time() - t0, 1),
                                   "final_heldout_alpha_topk": final["heldout_alpha_topk"],
                                   "seen_alpha_topk": seen_alpha, "seen_replies": len(seen),
-                                  "saved_step": best[1] if earlier else step,
+                                  "saved_step": best[1] if earlier else step, "keep": args.keep,
                                   **(best[3] if earlier else final), "selected_by": sel,
                                   "as_saved": as_saved,
                                   "distill_temperature": args.distill_temperature,
@@ -789,6 +791,10 @@ def parse_args(argv=None):
     ap.add_argument("--eval-every", type=int, default=100,
                     help="train: steps between held-out bounds (each a checkpoint candidate)")
     ap.add_argument("--heldout-shard", help="train with --shards: the held-out replies that choose the checkpoint")
+    ap.add_argument("--keep", choices=["best", "last"], default="best",
+                    help="train: save the checkpoint with the best held-out bound (best), or the final weights "
+                    "(last: for --resume from a calibrated draft, whose step-0 bound carries a logit scale the "
+                    "training then changes; calibrate it after, and let the realistic-set comparison decide)")
     ap.add_argument("--slice", help="start from the target's own layers at its width, e.g. 0,1 "
                     "(make_sliced_draft) instead of a new narrow draft (research/RESULTS.md: not better on this CPU)")
     ap.add_argument("--width", type=int, default=DRAFT_SHAPE["hidden_size"],

@@ -309,6 +309,16 @@ def test_training_on_named_shards_logs_each_and_chooses_by_their_held_out_file(d
     assert distill.heldout_alpha(saved, data[1:], 2) == pytest.approx(log["as_saved"]["heldout_alpha_topk"], abs=1e-4)
     with pytest.raises(SystemExit):
         distill.parse_args(["train", "--shards", str(cache / "a.pt")])
+    assert log["keep"] == "best" and log["saved_step"] in (0, 2)
+    # --keep last: the final weights, whatever step 0's bound was
+    distill.train_draft(distill.parse_args(
+        ["train", "--shards", str(cache / "a.pt"), str(cache / "b.pt"), "--heldout-shard", str(cache / "held.pt"),
+         "--keep", "last",
+         "--out", str(tmp_path / "last"), "--resume", str(src), "--steps", "3", "--batch", "2",
+         "--corpus-per-batch", "0", "--no-bf16"]))
+    last = json.loads((tmp_path / "last" / "train_log.json").read_text())
+    assert last["keep"] == "last" and last["saved_step"] == 2
+    assert last["heldout_alpha_topk"] == last["final_heldout_alpha_topk"]
 
 
 def test_widening_adds_rows_keeps_the_old_ones_and_maps_new_ones_by_the_fitted_projection():
