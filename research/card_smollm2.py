@@ -377,7 +377,7 @@ def _run_fields(train: dict) -> dict:
     return {"top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
             "batch": train["batch"], "corpus_per_batch": train["corpus_per_batch"], "steps_done": train["steps_done"],
             "train_minutes": f"{train['seconds'] / 60:.0f}", "train_threads": train["threads"],
-            "precision": _precision(train), "curve": _curve(train), "saved_step": train["saved_step"]}
+            "precision": _precision(train), "curve": _curve(train), "saved_step": f"{train['saved_step']}" + (" (the last: `--keep last`)" if train.get("keep") == "last" else "")}
 
 
 def _cpu_training(train: dict) -> str:
@@ -418,7 +418,7 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
-DEFAULTS_RUNS = (RUNS / "defaults_finetune.jsonl", RUNS / "defaults_finetune2.jsonl")  # the app's defaults, per fine-tune
+DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3"))  # the app's defaults, per fine-tune
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
