@@ -368,7 +368,7 @@ def test_a_fine_tuned_shipped_draft_learned_from_the_committed_diverse_records()
     """If the shipped draft was trained further (--resume --shards), its log names the diverse
     shards whose token ids are committed in demo_models/smollm2_replies/ (same replies, same
     reply tokens), it chose its checkpoint on the held-out diverse prompts, and it saved the
-    best held-out step of its curve."""
+    best held-out step of its curve (or, trained with --keep last, its final weights)."""
     from research.diverse_data import HELDOUT
     from research.teacher_record import RECORD_DIR, load_record
     log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())
@@ -385,5 +385,9 @@ def test_a_fine_tuned_shipped_draft_learned_from_the_committed_diverse_records()
         assert step["data"]["heldout"]["file"] == "diverse_heldout.pt"
         assert step["data"]["heldout"]["examples"] >= HELDOUT
         bounds = [r["heldout_alpha_topk"] for r in step["curve"] if "heldout_alpha_topk" in r]
-        assert step["heldout_alpha_topk"] == max(bounds + [step["final_heldout_alpha_topk"]])
+        final = step["final_heldout_alpha_topk"]
+        if step.get("keep", "best") == "last":                              # --keep last: the final weights
+            assert step["heldout_alpha_topk"] == final and step["saved_step"] == step["steps_done"] - 1
+        else:
+            assert step["heldout_alpha_topk"] == max(bounds + [final])
     assert log["draft_vocab"] == len(json.loads((distill.DRAFT_DIR / "config.json").read_text())["draft_vocab_ids"])
