@@ -61,8 +61,10 @@ class ModelPair:
 
 class ShapeTokenizer:
     """Stands in for a tokenizer beside shape-only models (random weights): prompts are encoded
-    with the embedded tokenizer, ids it does not know print as <id>. No EOS: runs go to length."""
+    with the embedded tokenizer, ids it does not know print as <id>. No EOS: runs go to length,
+    and no token is special (Piece.special): random weights end no reply."""
     eos_token_id = None
+    all_special_ids: tuple[int, ...] = ()
 
     def __init__(self, base, vocab_size: int):
         self.base, self.vocab_size = base, vocab_size
