@@ -14,16 +14,17 @@ import argparse
 import os
 import sys
 
+from app.trace import shown_text
+
 FATE_ANSI = {"accepted": "32", "rejected": "9;31", "correction": "34", "bonus": "35", "target": "0"}
 
 
 def colour(pieces, tty: bool) -> str:
     """Token texts, ANSI-coloured by fate on a terminal; plain (rejected drafts dropped) if not.
     Special tokens (Piece.special: a chat model's "<|im_end|>") are not printed."""
-    pieces = [p for p in pieces if not p.special]
     if not tty:
-        return "".join(p.text for p in pieces if p.fate != "rejected")
-    return "".join(f"\x1b[{FATE_ANSI[p.fate]}m{p.text}\x1b[0m" for p in pieces)
+        return shown_text(pieces)
+    return "".join(f"\x1b[{FATE_ANSI[p.fate]}m{p.text}\x1b[0m" for p in pieces if not p.special)
 
 
 def summary_lines(trace) -> list[str]:

@@ -216,6 +216,12 @@ def _build(cls, d: dict):
     return cls(**kwargs)
 
 
+def shown_text(pieces) -> str:
+    """The text a reader sees of these pieces: emitted tokens only (no rejected drafts), special
+    tokens left out as decode(skip_special_tokens=True) leaves them."""
+    return "".join(p.text for p in pieces if p.fate != "rejected" and not p.special)
+
+
 def upgrade(d: dict, version: int) -> dict:
     """A checked trace dict of schema `version` brought to SCHEMA_VERSION, in place: before 3,
     each piece's `special` from its text (LEGACY_SPECIAL), the rule those files' renderer used."""

@@ -377,7 +377,8 @@ def _run_fields(train: dict) -> dict:
     return {"top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
             "batch": train["batch"], "corpus_per_batch": train["corpus_per_batch"], "steps_done": train["steps_done"],
             "train_minutes": f"{train['seconds'] / 60:.0f}", "train_threads": train["threads"],
-            "precision": _precision(train), "curve": _curve(train), "saved_step": f"{train['saved_step']}" + (" (the last: `--keep last`)" if train.get("keep") == "last" else "")}
+            "precision": _precision(train), "curve": _curve(train),
+            "saved_step": f"{train['saved_step']}" + (" (the last: `--keep last`)" if train.get("keep") == "last" else "")}
 
 
 def _cpu_training(train: dict) -> str:

@@ -676,7 +676,7 @@ def train_draft(args) -> None:
             if step % args.eval_every == 0:
                 row.update(bounds := heldout_bounds(draft, held, pad, temps))
                 row["seen_alpha_topk"] = heldout_alpha(draft, seen, pad)
-                if bounds[sel] > best[0]:
+                if args.keep == "best" and bounds[sel] > best[0]:  # --keep last saves no earlier step
                     best = (bounds[sel], step, {k: v.clone() for k, v in draft.state_dict().items()}, bounds)
             curve.append(row)
             print("  ", row, flush=True)

@@ -22,7 +22,7 @@ import visualizations as viz
 from app import metrics
 from app.engine import summarize
 from app.runner import DecodeRequest
-from app.trace import Trace
+from app.trace import Trace, shown_text
 
 CSV_FIELDS = ("step", "model", "phase", "batch", "tokens", "kv_len", "seconds", "flops", "bytes", "bound",
               "weights")
@@ -66,7 +66,7 @@ def plain_text(trace: Trace) -> str:
     tokens left out, as the decode leaves them)."""
     if trace.stopped:  # set last, after output_text
         return trace.output_text
-    return "".join(p.text for s in trace.steps for p in s.pieces if p.fate != "rejected" and not p.special)
+    return shown_text(p for s in trace.steps for p in s.pieces)
 
 
 def live_trace(trace: Trace, seconds: float) -> Trace:
