@@ -27,6 +27,7 @@ HELDOUT prompts of the shuffled pool are never trained on: `--heldout` answers t
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --heldout
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --rebuild replies_T0.7   # a template shard too
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --continue-from diverse_r0_T0.7
+    MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 6 --kinds languages summarise
 
 `--continue-from` goes on from a cached round's own first replies: each is pasted back to be
 summarised or followed by a new user turn (research.diverse_data.continued), so the draft sees
@@ -40,7 +41,10 @@ import sys
 import time
 from pathlib import Path
 
+from research.diverse_prompts import GROUPS
+
 TEMPERATURES = (0.7, 1.0)
+KINDS = sorted({kind for kind, _, _ in GROUPS} | {"multiturn"})
 HELDOUT = 48  # the pool's last prompts: never trained on, they choose the checkpoint
 
 
@@ -131,6 +135,12 @@ def shard(model, tok, prompts: list[dict], temperature: float, batch: int, seed:
     return out + [tag(e, p, 2) for e, (p, _) in zip(more, second)]
 
 
+def of_kinds(prompts: list[dict], kinds) -> list[dict]:
+    """The prompts whose "kind" is one of `kinds` (all of them when `kinds` is empty): extra rounds
+    on the categories where the draft's alpha is lowest, with the round's own seeds."""
+    return [p for p in prompts if not kinds or p["kind"] in kinds]
+
+
 def continued(tok, examples: list[dict], pool: list[dict], seed: int) -> list[dict]:
     """Prompts that go on from the teacher's own first replies (`examples`, a shard's turn-1
     examples): a reply to a REPLY_SUMMARY_KINDS prompt is pasted back to be summarised (half of
@@ -174,6 +184,7 @@ def make_shard(args) -> None:
     seed = 99 if args.heldout else 20000 + 1000 * args.round + round(100 * args.temperature)
     if args.continue_from:
         train = continued(tok, torch.load(args.cache / f"{args.continue_from}.pt"), train, seed)
+    train = of_kinds(train, args.kinds)
     examples = shard(model, tok, held if args.heldout else train, 0.7 if args.heldout else args.temperature,
                      args.batch, seed, t0 + 60 * args.max_minutes)
     seconds = time.time() - t0
@@ -218,6 +229,8 @@ def main(argv=None) -> None:
                     "NAME.npz) into the cache with the teacher's top-K (one forward pass)")
     ap.add_argument("--continue-from", metavar="NAME", help="batched mode: continue the turn-1 replies of the "
                     "cached shard DIR/NAME.pt (research.diverse_data.continued) into DIR/diverse_cR_T.pt")
+    ap.add_argument("--kinds", nargs="+", default=[], choices=KINDS, help="batched mode: only the training prompts of these "
+                    "kinds (after --continue-from), e.g. languages factual summarise")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-minutes", type=float, default=60.0, help="batched mode: time cap of sampling")
     args = ap.parse_args(argv)

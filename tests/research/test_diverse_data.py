@@ -163,3 +163,17 @@ def test_continued_prompts_go_on_from_the_teachers_own_reply(embedded_pair, monk
             assert q["messages"][:-2] == pool[i]["messages"] and q["messages"][-2] == {"role": "assistant",
                                                                                       "content": text}
             assert q["messages"][-1]["role"] == "user" and q["messages"][-1]["content"] in diverse_prompts.FOLLOW_UPS
+
+
+def test_kinds_choose_an_extra_rounds_prompts():
+    """--kinds keeps the training prompts of those kinds, and names only kinds the pool has."""
+    from research.diverse_data import KINDS, of_kinds, split
+    train, _ = split(prompts())
+    assert KINDS == sorted({p["kind"] for p in prompts()})
+    weak = of_kinds(train, ["languages", "summarise"])
+    assert weak and {p["kind"] for p in weak} == {"languages", "summarise"}
+    assert len(weak) == sum(p["kind"] in ("languages", "summarise") for p in train)
+    assert of_kinds(train, []) == train
+    from research.diverse_data import main
+    with pytest.raises(SystemExit):
+        main(["--cache", "unused", "--kinds", "poetry"])
