@@ -141,6 +141,7 @@ def write_readme(out: Path, entries: list[dict]) -> None:
     commits = sorted({e["commit"] or "unknown" for e in entries})
     dates = sorted(e["date"] or "" for e in entries)
     traces = [load_trace(out / e["file"]) for e in entries]
+    versions = sorted({json.loads((out / e["file"]).read_text()).get("schema_version", 1) for e in entries})
     first = traces[0].recorded if traces else {}
     loads = [t.recorded.get("load_average_1min") for t in traces if t.recorded.get("load_average_1min") is not None]
     roofs = sorted({(t.device["measured"]["bytes_per_s"], t.device["measured"]["flops_per_s"])
@@ -155,7 +156,8 @@ with their own, and read their numbers without loading a model:
 
     python -m app trace demo_models/recorded/{entries[0]['file'] if entries else 'FILE.json'}
 
-Each `.json` file is a `trace.json` as the Live tab exports it (schema version 2): every step,
+Each `.json` file is a `trace.json` as the Live tab exports it (schema version {' and '.join(map(str, versions))}; an
+older file is upgraded when it loads, app.trace.upgrade): every step,
 every timed forward pass with its place on the roofline, the device (`device`: its name and
 the ceilings measured on it), the settings, and `recorded`: the date, the commit, the exact
 command and the machine's load when it ran. `manifest.json` lists the files with their headline
