@@ -19,7 +19,8 @@ teacher_topk rebuilds the top-K teacher targets from it with one forward pass.
 Batched, for training (`--cache DIR`): one round of every training prompt at one temperature,
 `--batch` prompts a generate call, the teacher's top-K kept from generate's own logits
 (research.distill_smollm2.sample_rows: no second pass), saved as a training shard
-DIR/diverse_r{R}_T{T}.pt and its ids as a record in demo_models/smollm2_replies/. The last
+DIR/diverse_r{R}_T{T}.pt (with `--kinds`, only those kinds' prompts: ..._T{T}_{kind+kind}.pt)
+and its ids as a record in demo_models/smollm2_replies/. The last
 HELDOUT prompts of the shuffled pool are never trained on: `--heldout` answers them once
 (DIR/diverse_heldout.pt) to choose the checkpoint by; the evaluation set is disjoint from both.
 
@@ -166,6 +167,14 @@ def continued(tok, examples: list[dict], pool: list[dict], seed: int) -> list[di
     return out
 
 
+def shard_name(args) -> str:
+    """diverse_heldout, or diverse_{r|c}{round}_T{temperature}, with "_kind+kind" for --kinds."""
+    if args.heldout:
+        return "diverse_heldout"
+    kinds = f"_{'+'.join(sorted(set(args.kinds)))}" if args.kinds else ""
+    return f"diverse_{'c' if args.continue_from else 'r'}{args.round}_T{args.temperature}{kinds}"
+
+
 def make_shard(args) -> None:
     """One batched round (or the held-out replies) into the cache, its ids into the record."""
     import torch
@@ -173,8 +182,7 @@ def make_shard(args) -> None:
     from research.diverse_prompts import prompts
     from research.teacher_record import RECORD_DIR, save_record
     train, held = split(prompts())
-    name = ("diverse_heldout" if args.heldout else
-            f"diverse_{'c' if args.continue_from else 'r'}{args.round}_T{args.temperature}")
+    name = shard_name(args)
     path = args.cache / f"{name}.pt"
     if path.exists():
         sys.exit(f"{path} exists: remove it to sample it again")

@@ -174,6 +174,11 @@ def test_kinds_choose_an_extra_rounds_prompts():
     assert weak and {p["kind"] for p in weak} == {"languages", "summarise"}
     assert len(weak) == sum(p["kind"] in ("languages", "summarise") for p in train)
     assert of_kinds(train, []) == train
+    from argparse import Namespace
+    from research.diverse_data import shard_name
+    args = Namespace(heldout=False, round=5, temperature=0.7, continue_from=None, kinds=["summarise", "languages"])
+    assert shard_name(args) == "diverse_r5_T0.7_languages+summarise"
+    assert shard_name(Namespace(**{**vars(args), "kinds": [], "continue_from": "x"})) == "diverse_c5_T0.7"
     from research.diverse_data import main
     with pytest.raises(SystemExit):
         main(["--cache", "unused", "--kinds", "poetry"])
