@@ -419,7 +419,7 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
-DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3"))  # the app's defaults, per fine-tune
+DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4"))  # the app's defaults, per fine-tune
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
@@ -578,6 +578,9 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
              if after > before else f"unchanged, {after:,} tokens ({cov:.3f} of the teacher's top-{train['top_k']} "
              "mass on the held-out diverse replies).")
     continued = CONTINUED.format(n_follow=len(FOLLOW_UPS)) if any(n.startswith("diverse_c") for n in data["replies"]) else ""
+    kinds = sorted({n.removesuffix(".pt").split("_", 3)[3] for n in data["replies"] if n.count("_") == 3})
+    continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
+                  "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
     return FINETUNE_STEP.format(
         title=title, n_train=f"{len(split(prompts())[0]):,}", forms=task_forms(), n_held=HELDOUT, shards=shards,
         continued=continued,
