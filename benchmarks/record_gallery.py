@@ -156,7 +156,7 @@ with their own, and read their numbers without loading a model:
 
     python -m app trace demo_models/recorded/{entries[0]['file'] if entries else 'FILE.json'}
 
-Each `.json` file is a `trace.json` as the Live tab exports it (schema version {' and '.join(map(str, versions))}; an
+Each `.json` file is a `trace.json` as the Live tab exports it (schema version{'s' if len(versions) > 1 else ''} {' and '.join(map(str, versions))}; an
 older file is upgraded when it loads, app.trace.upgrade): every step,
 every timed forward pass with its place on the roofline, the device (`device`: its name and
 the ceilings measured on it), the settings, and `recorded`: the date, the commit, the exact
