@@ -11,6 +11,7 @@ those commands wrote.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -419,6 +420,7 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
+KINDS_ROUND = re.compile(r"diverse_[rc]\d+_T[\d.]+_([a-z+]+)\.pt$")  # a --kinds round (diverse_data.shard_name)
 DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4"))  # the app's defaults, per fine-tune
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
@@ -578,7 +580,7 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
              if after > before else f"unchanged, {after:,} tokens ({cov:.3f} of the teacher's top-{train['top_k']} "
              "mass on the held-out diverse replies).")
     continued = CONTINUED.format(n_follow=len(FOLLOW_UPS)) if any(n.startswith("diverse_c") for n in data["replies"]) else ""
-    kinds = sorted({n.removesuffix(".pt").split("_", 3)[3] for n in data["replies"] if n.count("_") == 3})
+    kinds = sorted({m[1] for n in data["replies"] if (m := KINDS_ROUND.match(n))})
     continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
                   "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
     return FINETUNE_STEP.format(

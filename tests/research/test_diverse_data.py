@@ -179,6 +179,9 @@ def test_kinds_choose_an_extra_rounds_prompts():
     args = Namespace(heldout=False, round=5, temperature=0.7, continue_from=None, kinds=["summarise", "languages"])
     assert shard_name(args) == "diverse_r5_T0.7_languages+summarise"
     assert shard_name(Namespace(**{**vars(args), "kinds": [], "continue_from": "x"})) == "diverse_c5_T0.7"
+    from research.card_smollm2 import KINDS_ROUND                          # the card names such rounds
+    assert KINDS_ROUND.match(shard_name(args) + ".pt")[1] == "languages+summarise"
+    assert not KINDS_ROUND.match("diverse_c5_T0.7.pt")
     from research.diverse_data import main
     with pytest.raises(SystemExit):
         main(["--cache", "unused", "--kinds", "poetry"])
