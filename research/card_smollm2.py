@@ -11,7 +11,6 @@ those commands wrote.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from pathlib import Path
 
@@ -420,7 +419,6 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
-KINDS_ROUND = re.compile(r"diverse_[rc]\d+_T[\d.]+_([a-z+]+)\.pt$")  # a --kinds round (diverse_data.shard_name)
 DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4"))  # the app's defaults, per fine-tune
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
@@ -565,7 +563,7 @@ def _finetune_templates(cmp: dict | None) -> str:
 def _finetune_step(train: dict, parent: dict, title: str) -> str:
     """One fine-tune's data, vocabulary and training (train_draft --resume --shards' log; parent:
     the log of the draft it started from)."""
-    from research.diverse_data import HELDOUT, split
+    from research.diverse_data import HELDOUT, shard_kinds, split
     from research.diverse_prompts import FOLLOW_UPS, prompts, task_forms
     data = train["data"]
     shards = "; ".join(f"{name.removesuffix('.pt')}: {v['examples']:,} replies, {v['tokens']:,} tokens"
@@ -580,7 +578,7 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
              if after > before else f"unchanged, {after:,} tokens ({cov:.3f} of the teacher's top-{train['top_k']} "
              "mass on the held-out diverse replies).")
     continued = CONTINUED.format(n_follow=len(FOLLOW_UPS)) if any(n.startswith("diverse_c") for n in data["replies"]) else ""
-    kinds = sorted({m[1] for n in data["replies"] if (m := KINDS_ROUND.match(n))})
+    kinds = sorted({k for n in data["replies"] if (k := shard_kinds(n))})
     continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
                   "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
     return FINETUNE_STEP.format(

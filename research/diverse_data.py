@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
-from research.diverse_prompts import GROUPS
+from research.diverse_prompts import KINDS
 
 TEMPERATURES = (0.7, 1.0)
-KINDS = sorted({kind for kind, _, _ in GROUPS} | {"multiturn"})
 HELDOUT = 48  # the pool's last prompts: never trained on, they choose the checkpoint
 
 
@@ -173,6 +173,12 @@ def shard_name(args) -> str:
         return "diverse_heldout"
     kinds = f"_{'+'.join(sorted(set(args.kinds)))}" if args.kinds else ""
     return f"diverse_{'c' if args.continue_from else 'r'}{args.round}_T{args.temperature}{kinds}"
+
+
+def shard_kinds(filename: str) -> str | None:
+    """The "kind+kind" of a --kinds round's shard or record file name (shard_name), else None."""
+    m = re.fullmatch(r"diverse_[rc]\d+_T[\d.]+_([a-z+]+)\.(pt|npz)", filename)
+    return m[1] if m else None
 
 
 def make_shard(args) -> None:

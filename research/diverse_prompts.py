@@ -204,6 +204,7 @@ GROUPS = [  # (kind, forms, subjects); every form crossed with every subject of 
     ("factual", WHY_FORMS, WHY_SUBJECTS), ("summarise", SUMMARISE_FORMS, PASSAGES),
     ("planning", PLANNING_FORMS, PLANNING_SUBJECTS),
 ]
+KINDS = sorted({kind for kind, _, _ in GROUPS} | {"multiturn"})  # every prompt's "kind" (native requests: languages)
 NO_STYLE = {"languages", "summarise"}   # a style would change the task (translate *and* answer in French?)
 
 

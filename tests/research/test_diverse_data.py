@@ -167,7 +167,8 @@ def test_continued_prompts_go_on_from_the_teachers_own_reply(embedded_pair, monk
 
 def test_kinds_choose_an_extra_rounds_prompts():
     """--kinds keeps the training prompts of those kinds, and names only kinds the pool has."""
-    from research.diverse_data import KINDS, of_kinds, split
+    from research.diverse_data import of_kinds, split
+    from research.diverse_prompts import KINDS
     train, _ = split(prompts())
     assert KINDS == sorted({p["kind"] for p in prompts()})
     weak = of_kinds(train, ["languages", "summarise"])
@@ -179,9 +180,9 @@ def test_kinds_choose_an_extra_rounds_prompts():
     args = Namespace(heldout=False, round=5, temperature=0.7, continue_from=None, kinds=["summarise", "languages"])
     assert shard_name(args) == "diverse_r5_T0.7_languages+summarise"
     assert shard_name(Namespace(**{**vars(args), "kinds": [], "continue_from": "x"})) == "diverse_c5_T0.7"
-    from research.card_smollm2 import KINDS_ROUND                          # the card names such rounds
-    assert KINDS_ROUND.match(shard_name(args) + ".pt")[1] == "languages+summarise"
-    assert not KINDS_ROUND.match("diverse_c5_T0.7.pt")
+    from research.diverse_data import shard_kinds                          # the card names such rounds
+    assert shard_kinds(shard_name(args) + ".pt") == shard_kinds(shard_name(args) + ".npz") == "languages+summarise"
+    assert shard_kinds("diverse_c5_T0.7.pt") is None and shard_kinds("replies_T0.7.pt") is None
     from research.diverse_data import main
     with pytest.raises(SystemExit):
         main(["--cache", "unused", "--kinds", "poetry"])
