@@ -451,6 +451,10 @@ CONTINUED = (" The `diverse_c*` rounds went on from a round's own first replies 
              "`research.diverse_data.continued`): each was pasted back to be summarised, or followed by one of "
              "{n_follow} new user turns, so the draft also saw the target summarise its own text and answer follow-ups.")
 
+WIDE = (" The `wide_*` rounds (`--pool wide`) answered the {n_wide} prompts of `research/wide_prompts/`, written "
+        "one by one as people type them (terse or long, lower-case, typos, pasted passages and code, a third of the "
+        "language requests in other languages), so that every prompt is its own task form and subject.")
+
 FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft before the fine-tunes (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
 research.compare_drafts --a PARENT --b THIS --set --tokens {tokens} --a-int8 --b-int8`{chained}, commit
@@ -581,6 +585,9 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
     kinds = sorted({k for n in data["replies"] if (k := shard_kinds(n))})
     continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
                   "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
+    if any(n.startswith("wide_") for n in data["replies"]):
+        from research.wide_prompts import prompts as wide
+        continued += WIDE.format(n_wide=f"{len(wide()):,}")
     return FINETUNE_STEP.format(
         title=title, n_train=f"{len(split(prompts())[0]):,}", forms=task_forms(), n_held=HELDOUT, shards=shards,
         continued=continued,
@@ -595,7 +602,7 @@ def _finetune(train: dict, runs: dict) -> str:
     chain = lineage(train)
     if len(chain) == 1:
         return ""
-    ordinals = ("First", "Second", "Third", "Fourth")
+    ordinals = ("First", "Second", "Third", "Fourth", "Fifth", "Sixth")
     steps = "\n".join(_finetune_step(log, parent, f"{ordinals[i]} fine-tune" if len(chain) > 2 else "The fine-tune")
                       for i, (parent, log) in enumerate(zip(chain, chain[1:])))
     times = {2: "", 3: " twice"}.get(len(chain), f" {len(chain) - 1} times")
