@@ -451,7 +451,7 @@ CONTINUED = (" The `diverse_c*` rounds went on from a round's own first replies 
              "`research.diverse_data.continued`): each was pasted back to be summarised, or followed by one of "
              "{n_follow} new user turns, so the draft also saw the target summarise its own text and answer follow-ups.")
 
-WIDE = (" The `wide_*` rounds (`--pool wide`) answered the {n_wide} prompts of `research/wide_prompts/`, written "
+TYPED = (" The `typed_*` rounds (`--pool typed`) answered the {n_typed} prompts of `research/typed_prompts/`, written "
         "one by one as people type them (terse or long, lower-case, typos, pasted passages and code, a third of the "
         "language requests in other languages), so that every prompt is its own task form and subject.")
 
@@ -585,9 +585,9 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
     kinds = sorted({k for n in data["replies"] if (k := shard_kinds(n))})
     continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
                   "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
-    if any(n.startswith("wide_") for n in data["replies"]):
-        from research.wide_prompts import prompts as wide
-        continued += WIDE.format(n_wide=f"{len(wide()):,}")
+    if any(n.startswith("typed_") for n in data["replies"]):
+        from research.typed_prompts import prompts as typed
+        continued += TYPED.format(n_typed=f"{len(typed()):,}")
     return FINETUNE_STEP.format(
         title=title, n_train=f"{len(split(prompts())[0]):,}", forms=task_forms(), n_held=HELDOUT, shards=shards,
         continued=continued,

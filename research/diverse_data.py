@@ -29,7 +29,7 @@ HELDOUT prompts of the shuffled pool are never trained on: `--heldout` answers t
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --rebuild replies_T0.7   # a template shard too
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --continue-from diverse_r0_T0.7
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 6 --kinds languages summarise
-    MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --pool wide   # research.wide_prompts
+    MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --pool typed   # research.typed_prompts
 
 `--continue-from` goes on from a cached round's own first replies: each is pasted back to be
 summarised or followed by a new user turn (research.diverse_data.continued), so the draft sees
@@ -169,7 +169,7 @@ def continued(tok, examples: list[dict], pool: list[dict], seed: int) -> list[di
 
 
 def shard_name(args) -> str:
-    """diverse_heldout, or {pool}_{r|c}{round}_T{temperature} (pool: diverse or wide), with
+    """diverse_heldout, or {pool}_{r|c}{round}_T{temperature} (pool: diverse or typed), with
     "_kind+kind" for --kinds."""
     if args.heldout:
         return "diverse_heldout"
@@ -179,7 +179,7 @@ def shard_name(args) -> str:
 
 def shard_kinds(filename: str) -> str | None:
     """The "kind+kind" of a --kinds round's shard or record file name (shard_name), else None."""
-    m = re.fullmatch(r"(?:diverse|wide)_[rc]\d+_T[\d.]+_([a-z+]+)\.(pt|npz)", filename)
+    m = re.fullmatch(r"(?:diverse|typed)_[rc]\d+_T[\d.]+_([a-z+]+)\.(pt|npz)", filename)
     return m[1] if m else None
 
 
@@ -190,9 +190,9 @@ def make_shard(args) -> None:
     from research.diverse_prompts import prompts
     from research.teacher_record import RECORD_DIR, save_record
     train, held = split(prompts())
-    if args.pool == "wide":  # the wider pool is all training prompts; the held-out ones stay the first pool's
-        from research.wide_prompts import prompts as wide
-        train = wide()
+    if args.pool == "typed":  # that pool is all training prompts; the held-out ones stay the first pool's
+        from research.typed_prompts import prompts as typed
+        train = typed()
     name = shard_name(args)
     path = args.cache / f"{name}.pt"
     if path.exists():
@@ -251,8 +251,8 @@ def main(argv=None) -> None:
                     "cached shard DIR/NAME.pt (research.diverse_data.continued) into DIR/diverse_cR_T.pt")
     ap.add_argument("--kinds", nargs="+", default=[], choices=KINDS, help="batched mode: only the training prompts of these "
                     "kinds (after --continue-from), e.g. languages factual summarise")
-    ap.add_argument("--pool", choices=["diverse", "wide"], default="diverse", help="batched mode: the training "
-                    "prompts of research.diverse_prompts (default) or research.wide_prompts")
+    ap.add_argument("--pool", choices=["diverse", "typed"], default="diverse", help="batched mode: the training "
+                    "prompts of research.diverse_prompts (default) or research.typed_prompts")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-minutes", type=float, default=60.0, help="batched mode: time cap of sampling")
     args = ap.parse_args(argv)

@@ -181,7 +181,7 @@ def test_kinds_choose_an_extra_rounds_prompts():
                      pool="diverse")
     assert shard_name(args) == "diverse_r5_T0.7_languages+summarise"
     assert shard_name(Namespace(**{**vars(args), "kinds": [], "continue_from": "x"})) == "diverse_c5_T0.7"
-    assert shard_name(Namespace(**{**vars(args), "kinds": [], "pool": "wide"})) == "wide_r5_T0.7"
+    assert shard_name(Namespace(**{**vars(args), "kinds": [], "pool": "typed"})) == "typed_r5_T0.7"
     from research.diverse_data import shard_kinds                          # the card names such rounds
     assert shard_kinds(shard_name(args) + ".pt") == shard_kinds(shard_name(args) + ".npz") == "languages+summarise"
     assert shard_kinds("diverse_c5_T0.7.pt") is None and shard_kinds("replies_T0.7.pt") is None

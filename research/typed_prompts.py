@@ -1,6 +1,6 @@
-"""A second, wider pool of training prompts for the flagship draft (issue 42): requests written one
+"""A second pool of training prompts for the flagship draft (issue 42): requests written one
 by one, the way people type them (terse or long, lower-case, typos, pasted passages and code, many
-languages), one JSON file a kind in research/wide_prompts/. The first pool
+languages), one JSON file a kind in research/typed_prompts/. The first pool
 (research.diverse_prompts) crosses ~430 task forms with a few subjects each; the draft's alpha rose
 on that pool's own held-out prompts three times as fast as on the realistic evaluation set
 (research/RESULTS.md, "A fourth fine-tune"), so this pool trades repetition for variety: every
@@ -10,8 +10,8 @@ Each file is a list of {"text": the first user turn, "follow_up": a second user 
 None of them may overlap the evaluation set (research.eval_set.overlap_check), which is tested;
 the prompts were written without reading it.
 
-    prompts() -> [{"id": "wide-<kind>-<n>", "kind", "messages": [{"role": "user", "content"}], "follow_up"}]
-    python -m research.wide_prompts --check      # counts per kind, and any prompt that overlaps
+    prompts() -> [{"id": "typed-<kind>-<n>", "kind", "messages": [{"role": "user", "content"}], "follow_up"}]
+    python -m research.typed_prompts --check      # counts per kind, and any prompt that overlaps
 """
 from __future__ import annotations
 
@@ -22,19 +22,19 @@ from pathlib import Path
 
 from research.diverse_prompts import KINDS
 
-WIDE_DIR = Path(__file__).resolve().parent / "wide_prompts"
+TYPED_DIR = Path(__file__).resolve().parent / "typed_prompts"
 
 
 def load_kind(kind: str) -> list[dict]:
     """One kind's file, as written: [{"text", "follow_up"?}] ([] when it does not exist yet)."""
-    path = WIDE_DIR / f"{kind}.json"
+    path = TYPED_DIR / f"{kind}.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
 
 
 def prompts(seed: int = 0) -> list[dict]:
-    """Every prompt of the wide pool, shuffled with `seed`, in research.diverse_prompts' format
+    """Every prompt of the typed pool, shuffled with `seed`, in research.diverse_prompts' format
     (a "multiturn" prompt's follow-up goes after the teacher's own first reply)."""
-    out = [{"id": f"wide-{kind}-{i}", "kind": kind, "follow_up": row.get("follow_up"),
+    out = [{"id": f"typed-{kind}-{i}", "kind": kind, "follow_up": row.get("follow_up"),
             "messages": [{"role": "user", "content": row["text"]}]}
            for kind in KINDS for i, row in enumerate(load_kind(kind))]
     random.Random(seed).shuffle(out)
