@@ -453,7 +453,8 @@ CONTINUED = (" The `diverse_c*` rounds went on from a round's own first replies 
 
 TYPED = (" The `typed_*` rounds (`--pool typed`) answered the {n_typed} prompts of `research/typed_prompts/`, written "
         "one by one as people type them (terse or long, lower-case, typos, pasted passages and code, a third of the "
-        "language requests in other languages), so that every prompt is its own task form and subject.")
+        "language requests in other languages), so that every prompt is its own task form and subject; their "
+        "records are `typed_*.npz`.")
 
 FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft before the fine-tunes (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
