@@ -419,7 +419,7 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
-DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4"))  # the app's defaults, per fine-tune
+DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5"))  # the app's defaults, per fine-tune
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
