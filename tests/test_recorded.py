@@ -66,8 +66,8 @@ def test_special_tokens_of_files_before_schema_3_are_known_by_their_text(good):
     _set(good, "schema_version", 3)
     _set(good, "steps.1.pieces.0.special", False)
     assert not parse_trace(json.dumps(good)).steps[1].pieces[0].special
-    capital = next(GALLERY_DIR.glob("cpu-flagship-what-is-the-capital-of*.json"))
-    trace = load_trace(capital)
+    # a real flagship run (the gallery's, recorded at 36ebb93) whose draft proposed <|im_end|>, rejected
+    trace = load_trace(Path(__file__).parent / "data" / "trace_flagship_special.json")
     assert [p.text for s in trace.steps for p in s.pieces if p.special] == ["<|im_end|>"]
     from dataclasses import replace
     from app.ui import views
