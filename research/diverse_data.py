@@ -48,6 +48,7 @@ from research.diverse_prompts import KINDS
 
 TEMPERATURES = (0.7, 1.0)
 HELDOUT = 48  # the pool's last prompts: never trained on, they choose the checkpoint
+POOLS = {"diverse": 20000, "typed": 50000}  # --pool: research.<name>_prompts, and the base of its rounds' seeds
 
 
 def sample(pair, messages: list[dict], temperature: float, tokens: int, seed: int) -> tuple[list[int], int, float]:
@@ -179,7 +180,7 @@ def shard_name(args) -> str:
 
 def shard_kinds(filename: str) -> str | None:
     """The "kind+kind" of a --kinds round's shard or record file name (shard_name), else None."""
-    m = re.fullmatch(r"(?:diverse|typed)_[rc]\d+_T[\d.]+_([a-z+]+)\.(pt|npz)", filename)
+    m = re.fullmatch(rf"(?:{'|'.join(POOLS)})_[rc]\d+_T[\d.]+_([a-z+]+)\.(pt|npz)", filename)
     return m[1] if m else None
 
 
@@ -200,8 +201,7 @@ def make_shard(args) -> None:
     model, tok = load_teacher()
     torch.set_num_threads(args.threads)
     t0 = time.time()
-    seed = 99 if args.heldout else (20000 if args.pool == "diverse" else 50000) + 1000 * args.round + round(
-        100 * args.temperature)
+    seed = 99 if args.heldout else POOLS[args.pool] + 1000 * args.round + round(100 * args.temperature)
     if args.continue_from:
         train = continued(tok, torch.load(args.cache / f"{args.continue_from}.pt"), train, seed)
     train = of_kinds(train, args.kinds)
@@ -251,7 +251,7 @@ def main(argv=None) -> None:
                     "cached shard DIR/NAME.pt (research.diverse_data.continued) into DIR/diverse_cR_T.pt")
     ap.add_argument("--kinds", nargs="+", default=[], choices=KINDS, help="batched mode: only the training prompts of these "
                     "kinds (after --continue-from), e.g. languages factual summarise")
-    ap.add_argument("--pool", choices=["diverse", "typed"], default="diverse", help="batched mode: the training "
+    ap.add_argument("--pool", choices=list(POOLS), default="diverse", help="batched mode: the training "
                     "prompts of research.diverse_prompts (default) or research.typed_prompts")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-minutes", type=float, default=60.0, help="batched mode: time cap of sampling")

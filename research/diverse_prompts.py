@@ -232,6 +232,11 @@ def prompts(seed: int = 0) -> list[dict]:
     return out
 
 
+def texts(pool: list[dict]) -> list[str]:
+    """Every user text a pool of prompts() sends: first turns, then follow-ups."""
+    return [p["messages"][0]["content"] for p in pool] + [p["follow_up"] for p in pool if p["follow_up"]]
+
+
 def task_forms() -> int:
     """How many task forms the pool has: forms of every kind times styles where a style applies,
     plus each native-language request and multi-turn opener as its own form."""

@@ -20,15 +20,14 @@ import json
 import random
 from pathlib import Path
 
-from research.diverse_prompts import KINDS
+from research.diverse_prompts import KINDS, texts
 
 TYPED_DIR = Path(__file__).resolve().parent / "typed_prompts"
 
 
 def load_kind(kind: str) -> list[dict]:
-    """One kind's file, as written: [{"text", "follow_up"?}] ([] when it does not exist yet)."""
-    path = TYPED_DIR / f"{kind}.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    """One kind's file, as written: [{"text", "follow_up"?}]."""
+    return json.loads((TYPED_DIR / f"{kind}.json").read_text(encoding="utf-8"))
 
 
 def prompts(seed: int = 0) -> list[dict]:
@@ -39,11 +38,6 @@ def prompts(seed: int = 0) -> list[dict]:
            for kind in KINDS for i, row in enumerate(load_kind(kind))]
     random.Random(seed).shuffle(out)
     return out
-
-
-def texts(pool: list[dict]) -> list[str]:
-    """Every user text a pool sends: first turns and follow-ups."""
-    return [p["messages"][0]["content"] for p in pool] + [p["follow_up"] for p in pool if p["follow_up"]]
 
 
 def main(argv=None) -> None:

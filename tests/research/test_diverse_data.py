@@ -14,8 +14,7 @@ from research.prompts import HELDOUT_TOPICS
 
 def pool_texts() -> list[str]:
     """Every user text the pool can send: first turns, follow-ups, continued conversations' turns."""
-    return ([p["messages"][0]["content"] for p in prompts()] + [p["follow_up"] for p in prompts() if p["follow_up"]]
-            + diverse_prompts.FOLLOW_UPS)
+    return diverse_prompts.texts(prompts()) + diverse_prompts.FOLLOW_UPS
 
 
 def test_pool_shape():

@@ -4,6 +4,7 @@ from collections import Counter
 
 from research import diverse_prompts, typed_prompts
 from research.eval_set import load as load_eval
+from research.diverse_prompts import texts as pool_texts
 from research.eval_set import overlap_check, words
 
 
@@ -15,7 +16,7 @@ def test_every_kind_has_its_own_prompts():
     assert len(set(ids)) == len(ids) and all(i.startswith("typed-") for i in ids)
     assert all(bool(p["follow_up"]) == (p["kind"] == "multiturn") for p in pool)
     assert typed_prompts.prompts() == pool and typed_prompts.prompts(seed=1) != pool
-    texts = typed_prompts.texts(pool)
+    texts = pool_texts(pool)
     assert all(t.strip() == t and t for t in texts) and len(set(texts)) == len(texts)
 
 
@@ -23,7 +24,7 @@ def test_disjoint_from_the_evaluation_set_and_the_first_pool():
     """The first pool's rule (research.eval_set.overlap_check) holds here too, and no prompt of the
     first pool is repeated."""
     overlaps = overlap_check(load_eval())
-    texts = typed_prompts.texts(typed_prompts.prompts())
+    texts = pool_texts(typed_prompts.prompts())
     assert not [t for t in texts if overlaps(t)]
     first = {" ".join(words(p["messages"][0]["content"])) for p in diverse_prompts.prompts()}
     assert not [t for t in texts if " ".join(words(t)) in first]
