@@ -30,6 +30,7 @@ HELDOUT prompts of the shuffled pool are never trained on: `--heldout` answers t
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --continue-from diverse_r0_T0.7
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 6 --kinds languages summarise
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --pool typed   # research.typed_prompts
+    MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --pool typed2  # its second pool
 
 `--continue-from` goes on from a cached round's own first replies: each is pasted back to be
 summarised or followed by a new user turn (research.diverse_data.continued), so the draft sees
@@ -48,7 +49,7 @@ from research.diverse_prompts import KINDS
 
 TEMPERATURES = (0.7, 1.0)
 HELDOUT = 48  # the pool's last prompts: never trained on, they choose the checkpoint
-POOLS = {"diverse": 20000, "typed": 50000}  # --pool: research.<name>_prompts, and the base of its rounds' seeds
+POOLS = {"diverse": 20000, "typed": 50000, "typed2": 80000}  # --pool name -> the base of its rounds' seeds
 
 
 def sample(pair, messages: list[dict], temperature: float, tokens: int, seed: int) -> tuple[list[int], int, float]:
@@ -170,7 +171,7 @@ def continued(tok, examples: list[dict], pool: list[dict], seed: int) -> list[di
 
 
 def shard_name(args) -> str:
-    """diverse_heldout, or {pool}_{r|c}{round}_T{temperature} (pool: diverse or typed), with
+    """diverse_heldout, or {pool}_{r|c}{round}_T{temperature} (pool: a name in POOLS), with
     "_kind+kind" for --kinds."""
     if args.heldout:
         return "diverse_heldout"
@@ -191,9 +192,9 @@ def make_shard(args) -> None:
     from research.diverse_prompts import prompts
     from research.teacher_record import RECORD_DIR, save_record
     train, held = split(prompts())
-    if args.pool == "typed":  # that pool is all training prompts; the held-out ones stay the first pool's
+    if args.pool != "diverse":  # a typed pool is all training prompts; the held-out ones stay the first pool's
         from research.typed_prompts import prompts as typed
-        train = typed()
+        train = typed(pool=args.pool)
     name = shard_name(args)
     path = args.cache / f"{name}.pt"
     if path.exists():
@@ -252,7 +253,7 @@ def main(argv=None) -> None:
     ap.add_argument("--kinds", nargs="+", default=[], choices=KINDS, help="batched mode: only the training prompts of these "
                     "kinds (after --continue-from), e.g. languages factual summarise")
     ap.add_argument("--pool", choices=list(POOLS), default="diverse", help="batched mode: the training "
-                    "prompts of research.diverse_prompts (default) or research.typed_prompts")
+                    "prompts of research.diverse_prompts (default) or a pool of research.typed_prompts")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-minutes", type=float, default=60.0, help="batched mode: time cap of sampling")
     args = ap.parse_args(argv)

@@ -6,12 +6,15 @@ on that pool's own held-out prompts three times as fast as on the realistic eval
 (research/RESULTS.md, "A fourth fine-tune"), so this pool trades repetition for variety: every
 prompt is its own form and subject.
 
+A second pool, research/typed_prompts2/ ("typed2", 720 prompts), was written later by four other
+writers to the same brief, also without reading the evaluation set or the first typed pool.
+
 Each file is a list of {"text": the first user turn, "follow_up": a second user turn or absent}.
 None of them may overlap the evaluation set (research.eval_set.overlap_check), which is tested;
 the prompts were written without reading it.
 
-    prompts() -> [{"id": "typed-<kind>-<n>", "kind", "messages": [{"role": "user", "content"}], "follow_up"}]
-    python -m research.typed_prompts --check      # counts per kind, and any prompt that overlaps
+    prompts(pool="typed") -> [{"id": "<pool>-<kind>-<n>", "kind", "messages": [{"role": "user", "content"}], "follow_up"}]
+    python -m research.typed_prompts --check [--pool typed2]   # counts per kind, and any prompt that overlaps
 """
 from __future__ import annotations
 
@@ -23,19 +26,22 @@ from pathlib import Path
 from research.diverse_prompts import KINDS, texts
 
 TYPED_DIR = Path(__file__).resolve().parent / "typed_prompts"
+# pool name -> its directory: "typed2" was written later, by other hands, so that it can be sampled
+# (research.diverse_data --pool typed2) without answering the first typed pool again
+POOL_DIRS = {"typed": TYPED_DIR, "typed2": TYPED_DIR.with_name("typed_prompts2")}
 
 
-def load_kind(kind: str) -> list[dict]:
-    """One kind's file, as written: [{"text", "follow_up"?}]."""
-    return json.loads((TYPED_DIR / f"{kind}.json").read_text(encoding="utf-8"))
+def load_kind(kind: str, pool: str = "typed") -> list[dict]:
+    """One kind's file of a pool, as written: [{"text", "follow_up"?}]."""
+    return json.loads((POOL_DIRS[pool] / f"{kind}.json").read_text(encoding="utf-8"))
 
 
-def prompts(seed: int = 0) -> list[dict]:
-    """Every prompt of the typed pool, shuffled with `seed`, in research.diverse_prompts' format
+def prompts(seed: int = 0, pool: str = "typed") -> list[dict]:
+    """Every prompt of a typed pool, shuffled with `seed`, in research.diverse_prompts' format
     (a "multiturn" prompt's follow-up goes after the teacher's own first reply)."""
-    out = [{"id": f"typed-{kind}-{i}", "kind": kind, "follow_up": row.get("follow_up"),
+    out = [{"id": f"{pool}-{kind}-{i}", "kind": kind, "follow_up": row.get("follow_up"),
             "messages": [{"role": "user", "content": row["text"]}]}
-           for kind in KINDS for i, row in enumerate(load_kind(kind))]
+           for kind in KINDS for i, row in enumerate(load_kind(kind, pool))]
     random.Random(seed).shuffle(out)
     return out
 
@@ -43,12 +49,13 @@ def prompts(seed: int = 0) -> list[dict]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="count prompts per kind; list any that overlap")
+    ap.add_argument("--pool", choices=list(POOL_DIRS), default="typed")
     args = ap.parse_args(argv)
     from collections import Counter
 
     from research.eval_set import load as load_eval
     from research.eval_set import overlap_check
-    pool = prompts()
+    pool = prompts(pool=args.pool)
     print(dict(Counter(p["kind"] for p in pool)), "total", len(pool))
     if args.check:
         overlaps = overlap_check(load_eval())
