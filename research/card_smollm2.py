@@ -11,6 +11,7 @@ those commands wrote.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -419,7 +420,7 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
-DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5"))  # the app's defaults, per fine-tune
+DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5", "6"))  # the app's defaults, per fine-tune
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
@@ -447,7 +448,7 @@ FINETUNE_STEP = """### {title}
   (T = 1, top-{top_k}) on the held-out diverse replies: {curve}; the checkpoint of step {saved_step} is saved.
   On {n_seen} replies it trained on: {seen:.3f}.
 """
-CONTINUED = (" The `diverse_c*` rounds went on from a round's own first replies (`--continue-from`, "
+CONTINUED = (" The {names} rounds went on from a round's own first replies (`--continue-from`, "
              "`research.diverse_data.continued`): each was pasted back to be summarised, or followed by one of "
              "{n_follow} new user turns, so the draft also saw the target summarise its own text and answer follow-ups.")
 
@@ -455,6 +456,9 @@ TYPED = (" The `typed_*` rounds (`--pool typed`) answered the {n_typed} prompts 
         "one by one as people type them (terse or long, lower-case, typos, pasted passages and code, a third of the "
         "language requests in other languages), so that every prompt is its own task form and subject; their "
         "records are `typed_*.npz`.")
+TYPED2 = (" The `typed2_*` rounds (`--pool typed2`) answered the {n_typed2} prompts of `research/typed_prompts2/`, "
+          "written later to the same brief by four other writers who had read neither the evaluation set nor the first "
+          "typed pool; their records are `typed2_*.npz`.")
 
 FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft before the fine-tunes (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
@@ -582,13 +586,17 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
              f"replies, against {data['heldout_kept_coverage_before_widening']['mass']:.3f} before."
              if after > before else f"unchanged, {after:,} tokens ({cov:.3f} of the teacher's top-{train['top_k']} "
              "mass on the held-out diverse replies).")
-    continued = CONTINUED.format(n_follow=len(FOLLOW_UPS)) if any(n.startswith("diverse_c") for n in data["replies"]) else ""
+    pools = sorted({m[1] for n in data["replies"] if (m := re.match(r"([a-z0-9]+)_c\d", n))})  # continued rounds' pools
+    names = " and ".join(f"`{p}_c*`" for p in pools)
+    continued = CONTINUED.format(names=names, n_follow=len(FOLLOW_UPS)) if pools else ""
     kinds = sorted({k for n in data["replies"] if (k := shard_kinds(n))})
     continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
                   "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
+    from research.typed_prompts import prompts as typed
     if any(n.startswith("typed_") for n in data["replies"]):
-        from research.typed_prompts import prompts as typed
         continued += TYPED.format(n_typed=f"{len(typed()):,}")
+    if any(n.startswith("typed2_") for n in data["replies"]):
+        continued += TYPED2.format(n_typed2=f"{len(typed(pool='typed2')):,}")
     return FINETUNE_STEP.format(
         title=title, n_train=f"{len(split(prompts())[0]):,}", forms=task_forms(), n_held=HELDOUT, shards=shards,
         continued=continued,
@@ -603,7 +611,7 @@ def _finetune(train: dict, runs: dict) -> str:
     chain = lineage(train)
     if len(chain) == 1:
         return ""
-    ordinals = ("First", "Second", "Third", "Fourth", "Fifth", "Sixth")
+    ordinals = ("First", "Second", "Third", "Fourth", "Fifth", "Sixth", "Seventh")
     steps = "\n".join(_finetune_step(log, parent, f"{ordinals[i]} fine-tune" if len(chain) > 2 else "The fine-tune")
                       for i, (parent, log) in enumerate(zip(chain, chain[1:])))
     times = {2: "", 3: " twice"}.get(len(chain), f" {len(chain) - 1} times")

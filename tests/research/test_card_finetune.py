@@ -1,0 +1,31 @@
+"""research.card_smollm2: a fine-tune's data paragraph names the rounds it learned from, so a new
+pool or a continued round of it is described, not left to the reader to guess from file names."""
+import copy
+import json
+
+from app.assets import SMOLLM2_DRAFT_DIR
+from research.card_smollm2 import _finetune_step
+from research.distill_smollm2 import lineage
+from research.typed_prompts import prompts
+
+
+def step_with_shards(names: list[str]) -> str:
+    """The shipped draft's last fine-tune paragraph, as if it had trained on shards `names`."""
+    chain = lineage(json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text()))
+    parent, log = chain[-2], copy.deepcopy(chain[-1])
+    log["data"]["replies"] = {f"{n}.pt": {"examples": 10, "tokens": 1000} for n in names}
+    return _finetune_step(log, parent, "A fine-tune")
+
+
+def test_continued_rounds_are_named_by_their_pool():
+    text = step_with_shards(["diverse_c4_T0.7", "typed2_c0_T0.7", "typed2_r0_T1.0"])
+    assert "The `diverse_c*` and `typed2_c*` rounds went on from a round's own first replies" in text
+    assert "went on from" not in step_with_shards(["typed_r0_T0.7", "diverse_r8_T0.7"])
+
+
+def test_each_typed_pool_is_described_with_its_size():
+    both = step_with_shards(["typed_r1_T0.7", "typed2_r0_T0.7"])
+    assert f"answered the {len(prompts()):,} prompts of `research/typed_prompts/`" in both
+    assert f"answered the {len(prompts(pool='typed2')):,} prompts of `research/typed_prompts2/`" in both
+    assert "typed_prompts2" not in step_with_shards(["typed_r1_T0.7"])
+    assert "research/typed_prompts/`" not in step_with_shards(["typed2_r0_T0.7"])
