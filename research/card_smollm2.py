@@ -434,13 +434,12 @@ shipped draft is that one trained further{times}, on this project's 2-core CPU, 
 
 FINETUNE_STEP = """### {title}
 
-- **Data:** `python -m research.diverse_data --cache DIR --round R --temperature T --batch 96` had
-  the target answer the {n_train} training prompts of `research/diverse_prompts.py` ({forms} task
-  forms over nine kinds of request, some in other languages, multi-turn ones answered after the
-  target's own first reply; none of them in the realistic set) in batches, keeping its top-{top_k}
-  log-probabilities from generation itself: {shards}.{continued} The last {n_held} prompts of the pool were
-  never trained on: their replies chose the checkpoint and the logit scale. The replies' token ids
-  are in `demo_models/smollm2_replies/` (`diverse_*.npz`{template_note}).
+- **Data:** `python -m research.diverse_data --cache DIR --round R --temperature T --batch 96` (`--pool`
+  names the prompts) had the target answer training prompts in batches, multi-turn ones after its own
+  first reply, keeping its top-{top_k} log-probabilities from generation itself: {shards}.{continued}
+  None of the prompts is in the realistic set. The last {n_held} prompts of the first pool were never
+  trained on: their replies chose the checkpoint and the logit scale. The replies' token ids are in
+  `demo_models/smollm2_replies/`, one record a shard, named as it is{template_note}.
 - **Vocabulary:** {widen}
 - **Training:** `{command}`: cross-entropy to the teacher's top-{top_k}, as above; AdamW, peak LR
   {peak_lr}, {precision}, cosine schedule over the time cap, batches of {batch} replies, no corpus
@@ -452,13 +451,14 @@ CONTINUED = (" The {names} rounds went on from a round's own first replies (`--c
              "`research.diverse_data.continued`): each was pasted back to be summarised, or followed by one of "
              "{n_follow} new user turns, so the draft also saw the target summarise its own text and answer follow-ups.")
 
+DIVERSE = (" The `diverse_*` rounds answered the {n_train} training prompts of `research/diverse_prompts.py` "
+           "({forms} task forms over nine kinds of request, some in other languages).")
 TYPED = (" The `typed_*` rounds (`--pool typed`) answered the {n_typed} prompts of `research/typed_prompts/`, written "
         "one by one as people type them (terse or long, lower-case, typos, pasted passages and code, a third of the "
-        "language requests in other languages), so that every prompt is its own task form and subject; their "
-        "records are `typed_*.npz`.")
+        "language requests in other languages), so that every prompt is its own task form and subject.")
 TYPED2 = (" The `typed2_*` rounds (`--pool typed2`) answered the {n_typed2} prompts of `research/typed_prompts2/`, "
           "written later to the same brief by four other writers who had read neither the evaluation set nor the first "
-          "typed pool; their records are `typed2_*.npz`.")
+          "typed pool.")
 
 FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft before the fine-tunes (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
@@ -588,7 +588,9 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
              "mass on the held-out diverse replies).")
     pools = sorted({m[1] for n in data["replies"] if (m := re.match(r"([a-z0-9]+)_c\d", n))})  # continued rounds' pools
     names = " and ".join(f"`{p}_c*`" for p in pools)
-    continued = CONTINUED.format(names=names, n_follow=len(FOLLOW_UPS)) if pools else ""
+    continued = DIVERSE.format(n_train=f"{len(split(prompts())[0]):,}", forms=task_forms()) if any(
+        n.startswith("diverse_") for n in data["replies"]) else ""
+    continued += CONTINUED.format(names=names, n_follow=len(FOLLOW_UPS)) if pools else ""
     kinds = sorted({k for n in data["replies"] if (k := shard_kinds(n))})
     continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
                   "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
@@ -598,7 +600,7 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
     if any(n.startswith("typed2_") for n in data["replies"]):
         continued += TYPED2.format(n_typed2=f"{len(typed(pool='typed2')):,}")
     return FINETUNE_STEP.format(
-        title=title, n_train=f"{len(split(prompts())[0]):,}", forms=task_forms(), n_held=HELDOUT, shards=shards,
+        title=title, n_held=HELDOUT, shards=shards,
         continued=continued,
         template_note=", with `replies_T0.7.npz` rebuilt by a forward pass" if "replies_T0.7.pt" in data["replies"] else "",
         widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"], **_run_fields(train))

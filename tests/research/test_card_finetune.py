@@ -29,3 +29,8 @@ def test_each_typed_pool_is_described_with_its_size():
     assert f"answered the {len(prompts(pool='typed2')):,} prompts of `research/typed_prompts2/`" in both
     assert "typed_prompts2" not in step_with_shards(["typed_r1_T0.7"])
     assert "research/typed_prompts/`" not in step_with_shards(["typed2_r0_T0.7"])
+
+
+def test_the_first_pool_is_described_only_when_its_rounds_are_there():
+    assert "`research/diverse_prompts.py`" in step_with_shards(["diverse_r8_T0.7", "typed_r0_T0.7"])
+    assert "`research/diverse_prompts.py`" not in step_with_shards(["typed_r1_T0.7", "typed2_r0_T0.7"])
