@@ -552,7 +552,7 @@ def _defaults_speed(rows: list[dict] | None, name: str = "") -> str:
     return (f"\nAt the app's defaults (`{st['command']}`: depth by the {st['settings']['depth_policy']} policy up to "
             f"γ = {st['settings']['gamma']}, fast path and int8 draft where faster, up to {st['settings']['max_new_tokens']} "
             f"greedy tokens; a prompt's speed-up is the median of {st['speedup']['n']} interleaved baseline/speculative "
-            f"rounds; load average {min(load):.1f}–{max(load):.1f} on 2 cores; `research/runs/"
+            f"rounds; load average {min(load):.1f}–{max(load):.1f} on {st.get('cpu', '2 cores')}; `research/runs/"
             f"{name}`): " + "; ".join(parts) + f". Issue 42's goal, a median of at least {GOAL_SPEEDUP}× "
             f"for this draft: {verdict(cis[this], GOAL_SPEEDUP, len(medians[this]))}.\n")
 

@@ -365,11 +365,11 @@ def test_extra_tokens_are_the_unkept_ones_with_the_most_teacher_mass(data):
 
 
 def test_a_fine_tuned_shipped_draft_learned_from_the_committed_diverse_records():
-    """If the shipped draft was trained further (--resume --shards), its log names the diverse
-    shards whose token ids are committed in demo_models/smollm2_replies/ (same replies, same
-    reply tokens), it chose its checkpoint on the held-out diverse prompts, and it saved the
+    """If the shipped draft was trained further (--resume --shards), its log names the shards of
+    sampled rounds (any pool of research.diverse_data) whose token ids are committed in
+    demo_models/smollm2_replies/ (same replies, same reply tokens), it chose its checkpoint on the held-out diverse prompts, and it saved the
     best held-out step of its curve (or, trained with --keep last, its final weights)."""
-    from research.diverse_data import HELDOUT
+    from research.diverse_data import HELDOUT, POOLS
     from research.teacher_record import RECORD_DIR, load_record
     log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())
     if "resumed_from" not in log:
@@ -377,7 +377,7 @@ def test_a_fine_tuned_shipped_draft_learned_from_the_committed_diverse_records()
     for step in distill.lineage(log)[1:]:                                 # each fine-tune, first first
         assert "--resume" in step["command"] and "--shards" in step["command"]
         replies = step["data"]["replies"]
-        assert any(name.startswith("diverse_r") for name in replies)
+        assert any(name.startswith(tuple(f"{pool}_r" for pool in POOLS)) for name in replies)  # a sampled round
         for name, v in replies.items():
             record = load_record(RECORD_DIR / name.replace(".pt", ".npz"))
             assert v["examples"] == len(record)
