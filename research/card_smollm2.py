@@ -11,7 +11,6 @@ those commands wrote.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from pathlib import Path
 
@@ -572,7 +571,7 @@ def _finetune_templates(cmp: dict | None) -> str:
 def _finetune_step(train: dict, parent: dict, title: str) -> str:
     """One fine-tune's data, vocabulary and training (train_draft --resume --shards' log; parent:
     the log of the draft it started from)."""
-    from research.diverse_data import HELDOUT, shard_kinds, split
+    from research.diverse_data import HELDOUT, shard_kinds, shard_round, split
     from research.diverse_prompts import FOLLOW_UPS, prompts, task_forms
     data = train["data"]
     shards = "; ".join(f"{name.removesuffix('.pt')}: {v['examples']:,} replies, {v['tokens']:,} tokens"
@@ -586,18 +585,18 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
              f"replies, against {data['heldout_kept_coverage_before_widening']['mass']:.3f} before."
              if after > before else f"unchanged, {after:,} tokens ({cov:.3f} of the teacher's top-{train['top_k']} "
              "mass on the held-out diverse replies).")
-    pools = sorted({m[1] for n in data["replies"] if (m := re.match(r"([a-z0-9]+)_c\d", n))})  # continued rounds' pools
-    names = " and ".join(f"`{p}_c*`" for p in pools)
-    continued = DIVERSE.format(n_train=f"{len(split(prompts())[0]):,}", forms=task_forms()) if any(
-        n.startswith("diverse_") for n in data["replies"]) else ""
-    continued += CONTINUED.format(names=names, n_follow=len(FOLLOW_UPS)) if pools else ""
+    rounds = {r for n in data["replies"] if (r := shard_round(n))}   # {(pool, "r" or "c")}
+    used = {pool for pool, _ in rounds}
+    names = " and ".join(f"`{pool}_c*`" for pool in sorted(pool for pool, rc in rounds if rc == "c"))
+    continued = DIVERSE.format(n_train=f"{len(split(prompts())[0]):,}", forms=task_forms()) if "diverse" in used else ""
+    continued += CONTINUED.format(names=names, n_follow=len(FOLLOW_UPS)) if names else ""
     kinds = sorted({k for n in data["replies"] if (k := shard_kinds(n))})
     continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
                   "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
     from research.typed_prompts import prompts as typed
-    if any(n.startswith("typed_") for n in data["replies"]):
+    if "typed" in used:
         continued += TYPED.format(n_typed=f"{len(typed()):,}")
-    if any(n.startswith("typed2_") for n in data["replies"]):
+    if "typed2" in used:
         continued += TYPED2.format(n_typed2=f"{len(typed(pool='typed2')):,}")
     return FINETUNE_STEP.format(
         title=title, n_held=HELDOUT, shards=shards,

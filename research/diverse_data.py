@@ -179,10 +179,22 @@ def shard_name(args) -> str:
     return f"{args.pool}_{'c' if args.continue_from else 'r'}{args.round}_T{args.temperature}{kinds}"
 
 
+def _parse_shard(filename: str) -> re.Match | None:
+    """A round's shard or record file name (shard_name + .pt or .npz): groups pool, r|c, kinds."""
+    return re.fullmatch(rf"({'|'.join(POOLS)})_([rc])\d+_T[\d.]+(?:_([a-z+]+))?\.(?:pt|npz)", filename)
+
+
 def shard_kinds(filename: str) -> str | None:
     """The "kind+kind" of a --kinds round's shard or record file name (shard_name), else None."""
-    m = re.fullmatch(rf"(?:{'|'.join(POOLS)})_[rc]\d+_T[\d.]+_([a-z+]+)\.(pt|npz)", filename)
-    return m[1] if m else None
+    m = _parse_shard(filename)
+    return m[3] if m else None
+
+
+def shard_round(filename: str) -> tuple[str, str] | None:
+    """(pool, "r" for a sampled round or "c" for a continued one) of a round's shard or record
+    file name (shard_name), else None (the held-out replies, the template shards)."""
+    m = _parse_shard(filename)
+    return (m[1], m[2]) if m else None
 
 
 def make_shard(args) -> None:

@@ -367,8 +367,8 @@ def test_extra_tokens_are_the_unkept_ones_with_the_most_teacher_mass(data):
 def test_a_fine_tuned_shipped_draft_learned_from_the_committed_diverse_records():
     """If the shipped draft was trained further (--resume --shards), its log names the shards of
     sampled rounds (any pool of research.diverse_data) whose token ids are committed in
-    demo_models/smollm2_replies/ (same replies, same reply tokens), it chose its checkpoint on the held-out diverse prompts, and it saved the
-    best held-out step of its curve (or, trained with --keep last, its final weights)."""
+    demo_models/smollm2_replies/ (same replies, same reply tokens), it chose its checkpoint on the
+    held-out diverse prompts, and it saved the best held-out step of its curve (or, trained with --keep last, its final weights)."""
     from research.diverse_data import HELDOUT, POOLS
     from research.teacher_record import RECORD_DIR, load_record
     log = json.loads((distill.DRAFT_DIR / "train_log.json").read_text())

@@ -184,6 +184,10 @@ def test_kinds_choose_an_extra_rounds_prompts():
     from research.diverse_data import shard_kinds                          # the card names such rounds
     assert shard_kinds(shard_name(args) + ".pt") == shard_kinds(shard_name(args) + ".npz") == "languages+summarise"
     assert shard_kinds("diverse_c5_T0.7.pt") is None and shard_kinds("replies_T0.7.pt") is None
+    from research.diverse_data import shard_round                          # and names each round's pool
+    assert shard_round(shard_name(args) + ".pt") == ("diverse", "r")
+    assert shard_round("typed2_c0_T0.7.npz") == ("typed2", "c") and shard_round("typed_r1_T0.7.pt") == ("typed", "r")
+    assert shard_round("diverse_heldout.pt") is None and shard_round("replies_T0.7.pt") is None
     from research.diverse_data import main
     with pytest.raises(SystemExit):
         main(["--cache", "unused", "--kinds", "poetry"])
