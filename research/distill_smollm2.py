@@ -396,6 +396,41 @@ def widen_vocab(draft, teacher_cfg, teacher_embedding: torch.Tensor, extra: list
     return draft
 
 
+ZEROED = ("self_attn.o_proj.weight", "mlp.down_proj.weight")  # a new block's outputs: zero at the start
+
+
+def deepen(draft, n: int):
+    """The draft with n more decoder layers by block expansion (LLaMA Pro, Wu et al. 2024,
+    arXiv:2401.02415): each new layer is a copy of the layer before it with its output
+    projections (ZEROED) set to zero, so it adds nothing to the residual stream and the deeper
+    draft computes exactly what the old one did until training grows it. The new layers sit
+    evenly: after old layers round((i + 1) * L / n) - 1 for i < n (6 layers, n = 3: after 1, 3, 5).
+    Returns a new float32 model (every layer renumbered, so its KV-cache slots line up)."""
+    from transformers import LlamaForCausalLM
+    old = draft.config.num_hidden_layers
+    after = {round((i + 1) * old / n) - 1 for i in range(n)}
+    order = [(i, new) for i in range(old) for new in ((False, True) if i in after else (False,))]
+    cfg = copy_config(draft.config, num_hidden_layers=old + n)
+    deeper = LlamaForCausalLM(cfg).float()
+    src, state = draft.state_dict(), {}
+    for key, value in src.items():
+        if not key.startswith("model.layers."):
+            state[key] = value
+    for j, (i, zeroed) in enumerate(order):
+        prefix = f"model.layers.{i}."
+        for key, value in src.items():
+            if key.startswith(prefix):
+                name = key[len(prefix):]
+                state[f"model.layers.{j}.{name}"] = torch.zeros_like(value) if zeroed and name in ZEROED else value
+    deeper.load_state_dict(state)
+    return deeper
+
+
+def copy_config(config, **changes):
+    """A copy of a transformers config with some fields changed (the original untouched)."""
+    return type(config).from_dict({**config.to_dict(), **changes})
+
+
 def make_sliced_draft(teacher, kept: list[int], layers: list[int]):
     """A draft cut from the target itself (`--slice`): the target's decoder layers `layers`, its
     final norm, and its embedding / output rows of the kept tokens (plus their mean for the
@@ -727,6 +762,8 @@ def start_draft(args, examples: list[dict]):
             extra = extra_tokens(examples, list(draft.config.draft_vocab_ids), args.widen)
             widen_vocab(draft, teacher.config, teacher.get_input_embeddings().weight.detach(), extra)
             del teacher
+        if getattr(args, "deepen", 0):
+            draft = deepen(draft, args.deepen)
         return draft.train(), AutoTokenizer.from_pretrained(src), json.loads((src / "train_log.json").read_text())
     teacher, tok = load_teacher()
     kept = choose_vocab(examples, special_ids(tok))
@@ -785,6 +822,9 @@ def parse_args(argv=None):
     ap.add_argument("--widen", type=int, default=0, metavar="N",
                     help="train with --resume: add the N tokens with the most teacher mass in the training data "
                     "that the draft does not keep (extra_tokens, widen_vocab)")
+    ap.add_argument("--deepen", type=int, default=0, metavar="N",
+                    help="train with --resume: add N decoder layers that start as the identity (deepen: "
+                    "block expansion), so training starts from the saved draft's own drafts")
     ap.add_argument("--shards", nargs="+", help="train: learn from exactly these cache files (e.g. research."
                     "diverse_data's rounds) instead of the data stage's shards; corpus.pt beside them if "
                     "--corpus-per-batch > 0")

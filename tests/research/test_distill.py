@@ -391,3 +391,29 @@ def test_a_fine_tuned_shipped_draft_learned_from_the_committed_diverse_records()
         else:
             assert step["heldout_alpha_topk"] == max(bounds + [final])
     assert log["draft_vocab"] == len(json.loads((distill.DRAFT_DIR / "config.json").read_text())["draft_vocab_ids"])
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_deepening_adds_identity_blocks_so_the_draft_computes_what_it_did(n):
+    """deepen: L + n layers, each new one a copy of the layer before it with its output
+    projections zero, so every hidden state and logit is the old draft's exactly (adding a zero
+    vector changes no float); the new blocks' other weights are the copied layer's, and the
+    config keeps the draft's vocabulary fields."""
+    torch.manual_seed(2)
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    base = distill.make_draft(cfg, torch.randn(V, 576), list(range(0, 400, 2)), distill.draft_shape(64, 4)).eval()
+    with torch.no_grad():  # make every block matter: nonzero outputs everywhere
+        for layer in base.model.layers:
+            layer.mlp.down_proj.weight.normal_(0, 0.05)
+            layer.self_attn.o_proj.weight.normal_(0, 0.05)
+    deep = distill.deepen(base, n).eval()
+    assert deep.config.num_hidden_layers == 4 + n and len(deep.model.layers) == 4 + n
+    assert deep.config.draft_vocab_ids == base.config.draft_vocab_ids
+    assert [layer.self_attn.layer_idx for layer in deep.model.layers] == list(range(4 + n))
+    zeroed = [i for i, layer in enumerate(deep.model.layers) if not layer.mlp.down_proj.weight.any()]
+    assert len(zeroed) == n and all(not deep.model.layers[i].self_attn.o_proj.weight.any() for i in zeroed)
+    for i in zeroed:  # a copy of the block before it
+        assert torch.equal(deep.model.layers[i].mlp.up_proj.weight, deep.model.layers[i - 1].mlp.up_proj.weight)
+    ids = torch.tensor([[3, 17, 40, 5, 99, 120]])
+    with torch.no_grad():
+        assert torch.equal(deep(input_ids=ids).logits, base(input_ids=ids).logits)
