@@ -532,28 +532,43 @@ def _finetune_speed(runs: dict[str, list[dict]] | None, labels: dict[str, str] |
             f"speculative tokens/s over plain decoding's seconds earlier): " + "; ".join(parts) + goal + ".\n")
 
 
+def _defaults_side(row: dict) -> str:
+    """The name of a row's configuration: its draft, and its thread setting where the row
+    records one (benchmarks/defaults_speedup.py: "default" is torch's own choice, the app's)."""
+    threads = row.get("threads")
+    if threads is None:
+        return row["draft"]
+    used = f" ({row['torch_threads']})" if row.get("torch_threads") else ""
+    return row["draft"] + (f", torch's default threads{used}" if threads == "default" else f", --threads {threads}")
+
+
 def _defaults_speed(rows: list[dict] | None, name: str = "") -> str:
     """The app's defaults (python -m app generate --baseline: roofline depth, fast path and int8
     chosen by timing), the draft this one replaced and this one one after the other per prompt
-    (DEFAULTS_RUNS): each side's median over prompts of a prompt's median speed-up, and the goal's
-    verdict for this draft (its last rows' "draft"); "" without them."""
+    (DEFAULTS_RUNS), each configuration (_defaults_side) by its median over prompts of a
+    prompt's median speed-up, and the goal's verdict for this draft (its last rows' "draft"; at
+    torch's default threads where the rows vary them); "" without them."""
     if not rows:
         return ""
     from research.eval_report import GOAL_SPEEDUP, median_ci, verdict
-    sides = {d: [r for r in rows if r["draft"] == d] for d in dict.fromkeys(r["draft"] for r in rows)}  # in order
+    sides = {d: [r for r in rows if _defaults_side(r) == d] for d in dict.fromkeys(map(_defaults_side, rows))}
     medians = {d: [r["speedup"]["median"] for r in side] for d, side in sides.items()}
     cis = {d: median_ci(m) for d, m in medians.items()}
     parts = [f"{d}: **{statistics.median(m):.2f}×** median over {len(m)} prompts (95% bootstrap interval of the "
              f"median {cis[d][0]:.2f}–{cis[d][1]:.2f}×; prompts {min(m):.2f}–{max(m):.2f}×), output identical: "
              f"{'yes' if all(r['identical'] for r in sides[d]) else 'NO'}" for d, m in medians.items()]
-    this = list(sides)[-1]  # rows alternate per prompt, the replaced draft first: this draft is named last
+    last = rows[-1]["draft"]  # rows alternate per prompt, the replaced draft first: this draft is named last
+    this = next((d for d, side in reversed(sides.items()) if side[0]["draft"] == last
+                 and side[0].get("threads", "default") == "default"), list(sides)[-1])
     st, load = rows[0], [x for r in rows for x in r["load_avg"]]
-    return (f"\nAt the app's defaults (`{st['command']}`: depth by the {st['settings']['depth_policy']} policy up to "
+    commands = " and ".join(f"`{c}`" for c in dict.fromkeys(r["command"] for r in rows))
+    return (f"\nAt the app's defaults ({commands}: depth by the {st['settings']['depth_policy']} policy up to "
             f"γ = {st['settings']['gamma']}, fast path and int8 draft where faster, up to {st['settings']['max_new_tokens']} "
             f"greedy tokens; a prompt's speed-up is the median of {st['speedup']['n']} interleaved baseline/speculative "
             f"rounds; load average {min(load):.1f}–{max(load):.1f} on {st.get('cpu', '2 cores')}; `research/runs/"
             f"{name}`): " + "; ".join(parts) + f". Issue 42's goal, a median of at least {GOAL_SPEEDUP}× "
-            f"for this draft: {verdict(cis[this], GOAL_SPEEDUP, len(medians[this]))}.\n")
+            f"for this draft{' at the default threads' if 'threads' in st else ''}: "
+            f"{verdict(cis[this], GOAL_SPEEDUP, len(medians[this]))}.\n")
 
 
 def _finetune_templates(cmp: dict | None) -> str:

@@ -265,3 +265,19 @@ def test_a_draft_fine_tuned_twice_describes_each_fine_tune():
     assert "after the first fine-tune, γ = 1" in text and "before the fine-tunes, γ = 1" in text
     once = _finetune(log, {"speed": speed})
     assert "### The fine-tune" in once and "after, γ = 1" in once and "Second" not in once
+
+
+def test_the_defaults_paragraph_names_thread_settings_and_judges_the_default_one():
+    """Rows of benchmarks/defaults_speedup.py carry "threads": each (draft, threads) is its own
+    side, and the goal is judged on this draft at torch's default threads, not on whichever
+    side came last."""
+    from research.card_smollm2 import _defaults_speed
+    rows = _defaults_rows({"old": [1.0] * 6, "new": [1.5, 1.45, 1.6, 1.5, 1.55, 1.4]})
+    for r in rows:
+        r.update(threads="default", torch_threads=2)
+    ones = [{**r, "threads": "1", "speedup": {**r["speedup"], "median": 1.05},
+             "command": r["command"].replace("--baseline", "--baseline --threads 1")} for r in rows if r["draft"] == "new"]
+    text = _defaults_speed(rows + ones, "x.jsonl")
+    assert "new, torch's default threads (2): **1.50×**" in text and "new, --threads 1: **1.05×**" in text
+    assert "`python -m app generate --baseline --threads 1 PROMPT`" in text
+    assert text.endswith("for this draft at the default threads: met.\n")

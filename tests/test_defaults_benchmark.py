@@ -1,0 +1,45 @@
+"""benchmarks/defaults_speedup.py without running a decode: the command of each run, the
+interleaving of configurations, and the summary's numbers from given rows."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SPEC = importlib.util.spec_from_file_location("defaults_speedup", Path(__file__).parents[1] / "benchmarks/defaults_speedup.py")
+bench = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(bench)
+
+
+def test_default_threads_add_no_flag_and_a_count_adds_it():
+    default = bench.generate_args("D", "default", "t.json", "hi")
+    assert "--threads" not in default and default[-2:] == ["--prompt", "hi"] and "--baseline" in default
+    one = bench.generate_args("D", "1", "t.json", "hi")
+    assert one[one.index("--threads") + 1] == "1"
+
+
+def test_every_configuration_goes_first_equally_often():
+    configs = ["a", "b", "c"]
+    firsts = [bench.turns(configs, k)[0] for k in range(9)]
+    assert {c: firsts.count(c) for c in configs} == {"a": 3, "b": 3, "c": 3}
+    assert all(sorted(bench.turns(configs, k)) == configs for k in range(9))
+
+
+def test_the_prompts_are_three_per_category_of_the_evaluation_set():
+    from research.eval_set import load
+    ids = {p["id"] for p in load()}
+    assert len(bench.PROMPT_IDS) == 24 and set(bench.PROMPT_IDS) <= ids
+
+
+def row(pid, threads, median, identical=True):
+    return {"id": pid, "draft": "d", "threads": threads, "speedup": {"median": median}, "identical": identical}
+
+
+def test_summary_gives_each_configurations_median_range_identical_count_and_ratio():
+    rows = [row("p1", "default", 1.5), row("p1", "1", 1.0), row("p2", "default", 1.2), row("p2", "1", 1.2),
+            row("p3", "default", 1.8, identical=False), row("p3", "1", 0.9)]
+    lines = bench.summary(rows)
+    assert lines[0].startswith("d, threads default: median 1.50x") and "prompts 1.20-1.80x" in lines[0]
+    assert "identical 2/3" in lines[0]
+    assert lines[1].startswith("d, threads 1: median 1.00x") and "identical 3/3" in lines[1]
+    # per-prompt ratios threads 1 / default: 0.667, 1.0, 0.5 -> median 0.667
+    assert "median per-prompt ratio 0.67 (0.50-1.00)" in lines[2]
