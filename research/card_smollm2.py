@@ -557,7 +557,9 @@ def _defaults_speed(rows: list[dict] | None, name: str = "") -> str:
     parts = [f"{d}: **{statistics.median(m):.2f}×** median over {len(m)} prompts (95% bootstrap interval of the "
              f"median {cis[d][0]:.2f}–{cis[d][1]:.2f}×; prompts {min(m):.2f}–{max(m):.2f}×), output identical: "
              f"{'yes' if all(r['identical'] for r in sides[d]) else 'NO'}" for d, m in medians.items()]
-    last = rows[-1]["draft"]  # rows alternate per prompt, the replaced draft first: this draft is named last
+    # this draft: the last --draft of benchmarks/defaults_speedup.py (draft_index), or in older
+    # files, where rows alternate per prompt with the replaced draft first, the last row's
+    last = max(rows, key=lambda r: r.get("draft_index", 0))["draft"] if "draft_index" in rows[0] else rows[-1]["draft"]
     this = next((d for d, side in reversed(sides.items()) if side[0]["draft"] == last
                  and side[0].get("threads", "default") == "default"), list(sides)[-1])
     st, load = rows[0], [x for r in rows for x in r["load_avg"]]

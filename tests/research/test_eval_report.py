@@ -274,10 +274,12 @@ def test_the_defaults_paragraph_names_thread_settings_and_judges_the_default_one
     from research.card_smollm2 import _defaults_speed
     rows = _defaults_rows({"old": [1.0] * 6, "new": [1.5, 1.45, 1.6, 1.5, 1.55, 1.4]})
     for r in rows:
-        r.update(threads="default", torch_threads=2)
+        r.update(threads="default", torch_threads=2, draft_index=int(r["draft"] == "new"))
     ones = [{**r, "threads": "1", "speedup": {**r["speedup"], "median": 1.05},
              "command": r["command"].replace("--baseline", "--baseline --threads 1")} for r in rows if r["draft"] == "new"]
     text = _defaults_speed(rows + ones, "x.jsonl")
+    reordered = _defaults_speed(ones + rows, "x.jsonl")  # the rows' order moves the sides, not the verdict
+    assert reordered != text and reordered.endswith("for this draft at the default threads: met.\n")
     assert "new, torch's default threads (2): **1.50×**" in text and "new, --threads 1: **1.05×**" in text
     assert "`python -m app generate --baseline --threads 1 PROMPT`" in text
     assert text.endswith("for this draft at the default threads: met.\n")
