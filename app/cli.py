@@ -285,8 +285,8 @@ def main(argv=None) -> int:
 
     from app.engine import NonFiniteLogits
     from app.settings import InputError, ModelLoadError
-    if getattr(args, "threads", None):
-        torch.set_num_threads(max(1, args.threads))
+    from app.cpu_threads import set_threads
+    set_threads(getattr(args, "threads", None))  # else torch's count, capped at a container's CPU quota
     try:
         return args.func(args)
     except (InputError, ModelLoadError, NonFiniteLogits) as exc:

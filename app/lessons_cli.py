@@ -127,12 +127,10 @@ def add_parsers(subparsers) -> None:
 
 
 def _load_pair(args):
-    import torch
-
+    from app.cpu_threads import set_threads
     from app.models import load_pair, load_shape_pair
 
-    if args.threads:
-        torch.set_num_threads(max(1, args.threads))
+    set_threads(args.threads)  # else torch's count, capped at a container's CPU quota
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # stderr keeps to progress lines and one-line errors
 

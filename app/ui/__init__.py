@@ -84,10 +84,11 @@ def build_demo(loader=None) -> gr.Blocks:
 
 def launch(demo: gr.Blocks | None = None, **kwargs) -> None:
     """Serve the app; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT apply as usual, SPECLAB_THREADS
-    sets torch's CPU threads (1 is steadier on a shared machine), and at most MAX_SESSIONS
+    sets torch's CPU threads (1 is steadier on a shared machine; unset: torch's count, capped at a
+    container's CPU quota, app.cpu_threads), and at most MAX_SESSIONS
     sessions are kept (SPECLAB_MAX_SESSIONS)."""
-    if os.environ.get("SPECLAB_THREADS", "").isdigit():
-        import torch
-        torch.set_num_threads(max(1, int(os.environ["SPECLAB_THREADS"])))
+    from app.cpu_threads import set_threads
+    wanted = os.environ.get("SPECLAB_THREADS", "")
+    set_threads(int(wanted) if wanted.isdigit() else None)  # else torch's, capped at a container's CPU quota
     kwargs.setdefault("state_session_capacity", MAX_SESSIONS)
     (demo or build_demo()).launch(**kwargs)
