@@ -60,14 +60,17 @@ def run_once(draft: str, threads: str, prompt: str, env: dict) -> dict:
         return {**json.loads(Path(f"{tmp}/s.json").read_text()), "threads": threads_used}
 
 
-def row_of(pid: str, label: str, threads: str, s: dict, load: list[float], draft_index: int = 0) -> dict:
+def row_of(pid: str, label: str, threads: str, s: dict, load: list[float], draft_index: int = 0,
+           draft_dir: str = str(DEFAULT_DRAFT)) -> dict:
     """One JSON line: the prompt, the configuration (draft_index: the draft's place in --draft,
     the last one by convention the new draft), the speed-up spread and what produced it."""
     import torch
     from app.hardware import _cpu_name
     keep = ("gamma", "depth_policy", "fast", "draft_int8", "max_new_tokens", "temperature")
     flag = "" if threads == "default" else f" --threads {threads}"
-    return {"id": pid, "draft": label, "draft_index": draft_index, "threads": threads, "torch_threads": s.get("threads"),
+    from research.card_smollm2 import weights_sha256
+    return {"id": pid, "draft": label, "draft_index": draft_index, "draft_sha256": weights_sha256(draft_dir),
+            "threads": threads, "torch_threads": s.get("threads"),
             "speedup": s["speedup_spread"], "mean_acceptance_length": round(s["mean_acceptance_length"] or 0, 3),
             "new_tokens": s["new_tokens"], "identical": s["baseline"]["identical"],
             "settings": {k: {**s["settings"], "depth_policy": s["depth_policy"]}[k] for k in keep},
@@ -124,7 +127,7 @@ def main(argv=None) -> None:
         for d, threads in turns(configs, k):
             load0 = os.getloadavg()[0]
             s = run_once(args.draft[d], threads, prompt, env)
-            rows.append(row_of(pid, labels[d], threads, s, [round(load0, 2), round(os.getloadavg()[0], 2)], d))
+            rows.append(row_of(pid, labels[d], threads, s, [round(load0, 2), round(os.getloadavg()[0], 2)], d, args.draft[d]))
             print(pid, labels[d], f"threads {threads}", f"{rows[-1]['speedup']['median']:.2f}x",
                   f"MAL {rows[-1]['mean_acceptance_length']}", flush=True)
             if out:

@@ -420,6 +420,7 @@ FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
 DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5", "6"))  # the app's defaults, per fine-tune
+THREADS_RUN = RUNS / "defaults_threads.jsonl"  # benchmarks/defaults_speedup.py --threads default 1: shown for its draft only
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
@@ -563,8 +564,11 @@ def _defaults_speed(rows: list[dict] | None, name: str = "") -> str:
     this = next((d for d, side in reversed(sides.items()) if side[0]["draft"] == last
                  and side[0].get("threads", "default") == "default"), list(sides)[-1])
     st, load = rows[0], [x for r in rows for x in r["load_avg"]]
-    commands = " and ".join(f"`{c}`" for c in dict.fromkeys(r["command"] for r in rows))
-    return (f"\nAt the app's defaults ({commands}: depth by the {st['settings']['depth_policy']} policy up to "
+    commands = list(dict.fromkeys(r["command"] for r in rows))
+    changed = [what for what, flag in (("the thread count", "--threads"), ("MKL's code path", "MKL_CBWR="))
+               if all(flag in c for c in commands)]  # set by every run: not the app's default then
+    except_ = f" except {' and '.join(changed)}" if changed else ""
+    return (f"\nAt the app's defaults{except_} ({' and '.join(f'`{c}`' for c in commands)}: depth by the {st['settings']['depth_policy']} policy up to "
             f"γ = {st['settings']['gamma']}, fast path and int8 draft where faster, up to {st['settings']['max_new_tokens']} "
             f"greedy tokens; a prompt's speed-up is the median of {st['speedup']['n']} interleaved baseline/speculative "
             f"rounds; load average {min(load):.1f}–{max(load):.1f} on {st.get('cpu', '2 cores')}; `research/runs/"
@@ -636,7 +640,14 @@ def _finetune(train: dict, runs: dict) -> str:
     labels = {"before": "before the fine-tunes", "after": "after the first fine-tune"} if len(chain) > 2 else None
     return FINETUNE.format(times=times, steps=steps, compared=_finetune_compared(runs.get("realistic"), runs.get("step")),
                            templates=_finetune_templates(runs.get("templates")),
-                           speed=_finetune_speed(runs.get("speed"), labels) + _defaults_speed(*runs.get("defaults", (None,)))) + "\n"
+                           speed=_finetune_speed(runs.get("speed"), labels) + _defaults_speed(*runs.get("defaults", (None,)))
+                           + _defaults_speed(*runs.get("threads", (None,)))) + "\n"
+
+
+def weights_sha256(draft_dir: Path = SMOLLM2_DRAFT_DIR) -> str:
+    """The first 16 hex digits of the sha256 of a draft's weights file: which draft a run timed."""
+    import hashlib
+    return hashlib.sha256((Path(draft_dir) / "model.safetensors").read_bytes()).hexdigest()[:16]
 
 
 def read_finetune_runs(steps: int = 1) -> dict:
@@ -651,6 +662,10 @@ def read_finetune_runs(steps: int = 1) -> dict:
     runs["speed"] = {side: read_rows(path) for side, path in SPEED_RUNS.items() if path.is_file()}
     if 0 < steps <= len(DEFAULTS_RUNS) and DEFAULTS_RUNS[steps - 1].is_file():
         runs["defaults"] = (read_rows(DEFAULTS_RUNS[steps - 1]), DEFAULTS_RUNS[steps - 1].name)
+    if THREADS_RUN.is_file():  # shown only while its last --draft is the shipped one
+        rows = read_rows(THREADS_RUN)
+        if max(rows, key=lambda r: r.get("draft_index", 0)).get("draft_sha256") == weights_sha256():
+            runs["threads"] = (rows, THREADS_RUN.name)
     return runs
 
 
