@@ -7,7 +7,8 @@ read like an upload.
     python benchmarks/record_gallery.py --only embedded  # one pair's runs (the manifest keeps the rest)
     python benchmarks/record_gallery.py --device cuda    # the same runs on a GPU: cuda-*.json beside them
 
-Runs: greedy, 48 new tokens, one torch thread, with the baseline (target-only) run for the
+Runs: greedy, 48 new tokens, torch's default thread count (what the app uses: no --threads; each
+file's `recorded.threads` says how many), with the baseline (target-only) run for the
 speedup, interleaved as the app does; both pairs with the app's defaults (app.settings.DEFAULTS:
 the roofline depth policy up to gamma 4, the fast path and the int8 draft where they measure
 faster), so that a CPU run and a GPU run of one example differ by the device alone. The prompts are the Live tab's examples
@@ -53,7 +54,7 @@ FLAGSHIP = "smollm2-135m q4 / distilled draft"  # demo_models.presets.FLAGSHIP
 # (short name for the files, preset, extra CLI flags, prompts)
 RUNS = [("embedded", "embedded", [], OPENINGS),  # the app's defaults for both (DEFAULTS)
         ("flagship", FLAGSHIP, [], QUESTIONS)]
-COMMON = ["--max-new-tokens", str(NEW_TOKENS), "--temperature", "0", "--threads", "1", "--baseline"]
+COMMON = ["--max-new-tokens", str(NEW_TOKENS), "--temperature", "0", "--baseline"]
 DEVICES = ("cpu", "cuda", "mps")
 CPU_ONLY = {"--draft-int8"}  # flags dropped off a CPU (app.lean's int8 weights run on a CPU only)
 
@@ -137,6 +138,12 @@ def machines(traces) -> str:
     return "; ".join(seen) + f" (the traces' device names: {', '.join(sorted({t.device.get('device_name') or '?' for t in traces}))})"
 
 
+def threads(traces) -> str:
+    """The torch thread counts the traces recorded, e.g. "2 threads per run"."""
+    counts = sorted({t.recorded.get("threads") for t in traces if t.recorded.get("threads")})
+    return (" or ".join(map(str, counts)) + " threads per run (`recorded.threads`)") if counts else "not recorded"
+
+
 def write_readme(out: Path, entries: list[dict]) -> None:
     commits = sorted({e["commit"] or "unknown" for e in entries})
     dates = sorted(e["date"] or "" for e in entries)
@@ -165,7 +172,7 @@ numbers; `tests/test_recorded.py` checks that every file loads and matches its e
 
 ## What was run
 
-- Machines: {machines(traces)}; one torch thread per run (`--threads 1`). Measured ceilings
+- Machines: {machines(traces)}; torch's default thread count, as in the app ({threads(traces)}). Measured ceilings
   (app.hardware, in each file's `device.measured`): {'; '.join(f'{bw / 1e9:.1f} GB/s copy, {fl / 1e9:.1f} GFLOP/s matmul' for bw, fl in roofs) or 'none'}.
 - Commit: {', '.join(f'`{c}`' for c in commits)}; recorded {dates[0] if dates else '?'} to {dates[-1] if dates else '?'} (UTC).
 - Command: `python benchmarks/record_gallery.py`, which runs, for each prompt,
