@@ -141,7 +141,7 @@ def machines(traces) -> str:
 def threads(traces) -> str:
     """The torch thread counts the traces recorded, e.g. "2 threads per run"."""
     counts = sorted({t.recorded.get("threads") for t in traces if t.recorded.get("threads")})
-    return (" or ".join(map(str, counts)) + " threads per run (`recorded.threads`)") if counts else "not recorded"
+    return (" or ".join(map(str, counts)) + " threads per run, each file's `recorded.threads`") if counts else "not recorded"
 
 
 def write_readme(out: Path, entries: list[dict]) -> None:
@@ -172,7 +172,7 @@ numbers; `tests/test_recorded.py` checks that every file loads and matches its e
 
 ## What was run
 
-- Machines: {machines(traces)}; torch's default thread count, as in the app ({threads(traces)}). Measured ceilings
+- Machines: {machines(traces)}; torch's default thread count as in the app: {threads(traces)}. Measured ceilings
   (app.hardware, in each file's `device.measured`): {'; '.join(f'{bw / 1e9:.1f} GB/s copy, {fl / 1e9:.1f} GFLOP/s matmul' for bw, fl in roofs) or 'none'}.
 - Commit: {', '.join(f'`{c}`' for c in commits)}; recorded {dates[0] if dates else '?'} to {dates[-1] if dates else '?'} (UTC).
 - Command: `python benchmarks/record_gallery.py`, which runs, for each prompt,
