@@ -73,6 +73,7 @@ def row_of(pid: str, label: str, threads: str, s: dict, load: list[float], draft
             "threads": threads, "torch_threads": s.get("threads"),
             "speedup": s["speedup_spread"], "mean_acceptance_length": round(s["mean_acceptance_length"] or 0, 3),
             "new_tokens": s["new_tokens"], "identical": s["baseline"]["identical"],
+            "tokens_per_s": s.get("tokens_per_s"), "baseline_tokens_per_s": s["baseline"].get("tokens_per_s"),
             "settings": {k: {**s["settings"], "depth_policy": s["depth_policy"]}[k] for k in keep},
             "load_avg": load, "cpu": f"{_cpu_name()}, {os.cpu_count()} cores ({torch.backends.cpu.get_cpu_capability()})",
             "command": f"python -m app generate --target gguf:smollm2-135m-instruct --draft DIR --baseline{flag} PROMPT"}
