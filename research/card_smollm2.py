@@ -459,6 +459,9 @@ TYPED = (" The `typed_*` rounds (`--pool typed`) answered the {n_typed} prompts 
 TYPED2 = (" The `typed2_*` rounds (`--pool typed2`) answered the {n_typed2} prompts of `research/typed_prompts2/`, "
           "written later to the same brief by four other writers who had read neither the evaluation set nor the first "
           "typed pool.")
+TYPED3 = (" The `typed3_*` rounds (`--pool typed3`) answered the {n_typed3} prompts of `research/typed_prompts3/`, "
+          "written to the same brief by four more writers, weighted toward the kinds where α was lowest (other languages, "
+          "summaries, second turns, explanations), without reading the evaluation set or the earlier pools.")
 
 FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft before the fine-tunes (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
@@ -619,6 +622,8 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
         continued += TYPED.format(n_typed=f"{len(typed()):,}")
     if "typed2" in used:
         continued += TYPED2.format(n_typed2=f"{len(typed(pool='typed2')):,}")
+    if "typed3" in used:
+        continued += TYPED3.format(n_typed3=f"{len(typed(pool='typed3')):,}")
     return FINETUNE_STEP.format(
         title=title, n_held=HELDOUT, shards=shards,
         continued=continued,

@@ -7,7 +7,9 @@ on that pool's own held-out prompts three times as fast as on the realistic eval
 prompt is its own form and subject.
 
 A second pool, research/typed_prompts2/ ("typed2", 720 prompts), was written later by four other
-writers to the same brief, also without reading the evaluation set or the first typed pool.
+writers to the same brief, also without reading the evaluation set or the first typed pool; a
+third, research/typed_prompts3/ ("typed3"), by four more, weighted toward the kinds where the
+draft's alpha was lowest (other languages, summaries, second turns, explanations).
 
 Each file is a list of {"text": the first user turn, "follow_up": a second user turn or absent}.
 None of them may overlap the evaluation set (research.eval_set.overlap_check), which is tested;
@@ -28,7 +30,8 @@ from research.diverse_prompts import KINDS, texts
 TYPED_DIR = Path(__file__).resolve().parent / "typed_prompts"
 # pool name -> its directory: "typed2" was written later, by other hands, so that it can be sampled
 # (research.diverse_data --pool typed2) without answering the first typed pool again
-POOL_DIRS = {"typed": TYPED_DIR, "typed2": TYPED_DIR.with_name("typed_prompts2")}
+POOL_DIRS = {"typed": TYPED_DIR, "typed2": TYPED_DIR.with_name("typed_prompts2"),
+             "typed3": TYPED_DIR.with_name("typed_prompts3")}
 
 
 def load_kind(kind: str, pool: str = "typed") -> list[dict]:
@@ -41,7 +44,8 @@ def prompts(seed: int = 0, pool: str = "typed") -> list[dict]:
     (a "multiturn" prompt's follow-up goes after the teacher's own first reply)."""
     out = [{"id": f"{pool}-{kind}-{i}", "kind": kind, "follow_up": row.get("follow_up"),
             "messages": [{"role": "user", "content": row["text"]}]}
-           for kind in KINDS for i, row in enumerate(load_kind(kind, pool))]
+           for kind in KINDS if (POOL_DIRS[pool] / f"{kind}.json").is_file()  # the tests require every kind
+           for i, row in enumerate(load_kind(kind, pool))]
     random.Random(seed).shuffle(out)
     return out
 

@@ -28,6 +28,9 @@ def test_each_typed_pool_is_described_with_its_size():
     assert f"answered the {len(prompts()):,} prompts of `research/typed_prompts/`" in both
     assert f"answered the {len(prompts(pool='typed2')):,} prompts of `research/typed_prompts2/`" in both
     assert "typed_prompts2" not in step_with_shards(["typed_r1_T0.7"])
+    third = step_with_shards(["typed3_r0_T0.7"])
+    assert f"answered the {len(prompts(pool='typed3')):,} prompts of `research/typed_prompts3/`" in third
+    assert "typed_prompts2" not in third
     assert "research/typed_prompts/`" not in step_with_shards(["typed2_r0_T0.7"])
 
 

@@ -187,6 +187,7 @@ def test_kinds_choose_an_extra_rounds_prompts():
     from research.diverse_data import shard_round                          # and names each round's pool
     assert shard_round(shard_name(args) + ".pt") == ("diverse", "r")
     assert shard_round("typed2_c0_T0.7.npz") == ("typed2", "c") and shard_round("typed_r1_T0.7.pt") == ("typed", "r")
+    assert shard_round("typed3_r0_T1.0.npz") == ("typed3", "r")
     assert shard_round("diverse_heldout.pt") is None and shard_round("replies_T0.7.pt") is None
     from research.diverse_data import main
     with pytest.raises(SystemExit):
