@@ -65,10 +65,11 @@ def row_of(pid: str, label: str, threads: str, s: dict, load: list[float], draft
     """One JSON line: the prompt, the configuration (draft_index: the draft's place in --draft,
     the last one by convention the new draft), the speed-up spread and what produced it."""
     import torch
+
     from app.hardware import _cpu_name
+    from research.card_smollm2 import weights_sha256
     keep = ("gamma", "depth_policy", "fast", "draft_int8", "max_new_tokens", "temperature")
     flag = "" if threads == "default" else f" --threads {threads}"
-    from research.card_smollm2 import weights_sha256
     return {"id": pid, "draft": label, "draft_index": draft_index, "draft_sha256": weights_sha256(draft_dir),
             "threads": threads, "torch_threads": s.get("threads"),
             "speedup": s["speedup_spread"], "mean_acceptance_length": round(s["mean_acceptance_length"] or 0, 3),
