@@ -61,16 +61,16 @@ def run_once(draft: str, threads: str, prompt: str, env: dict) -> dict:
 
 
 def row_of(pid: str, label: str, threads: str, s: dict, load: list[float], draft_index: int = 0,
-           draft_dir: str = str(DEFAULT_DRAFT)) -> dict:
+           draft_sha256: str | None = None) -> dict:
     """One JSON line: the prompt, the configuration (draft_index: the draft's place in --draft,
-    the last one by convention the new draft), the speed-up spread and what produced it."""
+    the last one by convention the new draft; draft_sha256: its weights' hash, which the card
+    matches against the shipped draft), the speed-up spread and what produced it."""
     import torch
 
     from app.hardware import _cpu_name
-    from research.card_smollm2 import weights_sha256
     keep = ("gamma", "depth_policy", "fast", "draft_int8", "max_new_tokens", "temperature")
     flag = "" if threads == "default" else f" --threads {threads}"
-    return {"id": pid, "draft": label, "draft_index": draft_index, "draft_sha256": weights_sha256(draft_dir),
+    return {"id": pid, "draft": label, "draft_index": draft_index, "draft_sha256": draft_sha256,
             "threads": threads, "torch_threads": s.get("threads"),
             "speedup": s["speedup_spread"], "mean_acceptance_length": round(s["mean_acceptance_length"] or 0, 3),
             "new_tokens": s["new_tokens"], "identical": s["baseline"]["identical"],
@@ -119,6 +119,8 @@ def main(argv=None) -> None:
     labels = args.label or args.draft
     if len(labels) != len(args.draft):
         ap.error("--label needs one name per --draft")
+    from research.card_smollm2 import weights_sha256
+    shas = [weights_sha256(d) for d in args.draft]  # one hash per draft, not per run
     by_id = {p["id"]: p for p in load()}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     configs = list(itertools.product(range(len(args.draft)), args.threads))
@@ -129,7 +131,7 @@ def main(argv=None) -> None:
         for d, threads in turns(configs, k):
             load0 = os.getloadavg()[0]
             s = run_once(args.draft[d], threads, prompt, env)
-            rows.append(row_of(pid, labels[d], threads, s, [round(load0, 2), round(os.getloadavg()[0], 2)], d, args.draft[d]))
+            rows.append(row_of(pid, labels[d], threads, s, [round(load0, 2), round(os.getloadavg()[0], 2)], d, shas[d]))
             print(pid, labels[d], f"threads {threads}", f"{rows[-1]['speedup']['median']:.2f}x",
                   f"MAL {rows[-1]['mean_acceptance_length']}", flush=True)
             if out:

@@ -650,9 +650,10 @@ def _finetune(train: dict, runs: dict) -> str:
 
 
 def weights_sha256(draft_dir: Path = SMOLLM2_DRAFT_DIR) -> str:
-    """The first 16 hex digits of the sha256 of a draft's weights file: which draft a run timed."""
-    import hashlib
-    return hashlib.sha256((Path(draft_dir) / "model.safetensors").read_bytes()).hexdigest()[:16]
+    """The first 16 hex digits of the sha256 of a draft's weights file: which draft a run timed
+    (app.gguf.file_sha256: streamed, and remembered by path, size and mtime)."""
+    from app.gguf import file_sha256
+    return file_sha256(Path(draft_dir) / "model.safetensors")[:16]
 
 
 def read_finetune_runs(steps: int = 1) -> dict:

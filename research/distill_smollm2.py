@@ -408,6 +408,8 @@ def deepen(draft, n: int):
     Returns a new float32 model (every layer renumbered, so its KV-cache slots line up)."""
     from transformers import LlamaForCausalLM
     old = draft.config.num_hidden_layers
+    if not 0 < n <= old:  # more would place two new layers after one old one: the rule above gives fewer
+        raise ValueError(f"--deepen takes 1..{old} new layers for a {old}-layer draft, not {n}")
     after = {round((i + 1) * old / n) - 1 for i in range(n)}
     order = [(i, new) for i in range(old) for new in ((False, True) if i in after else (False,))]
     cfg = copy_config(draft.config, num_hidden_layers=old + n)

@@ -417,3 +417,5 @@ def test_deepening_adds_identity_blocks_so_the_draft_computes_what_it_did(n):
     ids = torch.tensor([[3, 17, 40, 5, 99, 120]])
     with torch.no_grad():
         assert torch.equal(deep(input_ids=ids).logits, base(input_ids=ids).logits)
+    with pytest.raises(ValueError, match="1..4 new layers"):              # two after one old layer: refused
+        distill.deepen(base, 5)
