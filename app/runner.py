@@ -23,6 +23,7 @@ in app.ui.
 """
 from __future__ import annotations
 
+import statistics
 import time
 import weakref
 from dataclasses import dataclass, replace
@@ -196,32 +197,44 @@ def pass_costs(pair, gamma: int, kv_len: int, fast: bool, int8: bool) -> tuple[f
 
 
 PROBE_KV = 64  # cached positions of the passes choose_paths times (as app.cpu_regime's probe)
+PATH_ROUNDS = 3  # rounds of pass_times: one stalled round cannot decide a path choice alone
 _pass_times: "weakref.WeakKeyDictionary[object, dict[tuple, float]]" = weakref.WeakKeyDictionary()
 
 
-def pass_time(model, device: str, fast: bool, int8: bool = False) -> float:
-    """Median seconds of one pass of one token over PROBE_KV cached ones (app.knee.time_forward,
-    5 repeats after a warm-up), as is or on the fast path (int8: with int8 weights); once per
-    model, device, path and torch thread count in this process."""
+def pass_times(model, device: str, paths: list[tuple[bool, bool]]) -> list[float]:
+    """Seconds of one pass of one token over PROBE_KV cached ones, for each path (fast, int8):
+    the median over PATH_ROUNDS rounds of app.knee.time_forward's median of 5, the paths taking
+    turns within every round, so a stall of the machine while one path is timed (an observed
+    cause of a wrong fast-path choice) falls in one round of one path, not on the decision.
+    Once per model, device, path and torch thread count in this process."""
     import torch
     from app.knee import time_forward
     known = _pass_times.setdefault(model, {})
-    key = (device, fast, int8, torch.get_num_threads())
-    if key not in known:
-        known[key] = time_forward(model, device=device, batch=1, q=1, kv_len=PROBE_KV, fast=fast, int8=int8)
-    return known[key]
+    keys = [(device, fast, int8, torch.get_num_threads()) for fast, int8 in paths]
+    todo = [k for k in dict.fromkeys(keys) if k not in known]
+    rounds: dict[tuple, list[float]] = {k: [] for k in todo}
+    for _ in range(PATH_ROUNDS if todo else 0):
+        for k in todo:
+            rounds[k].append(time_forward(model, device=device, batch=1, q=1, kv_len=PROBE_KV, fast=k[1], int8=k[2]))
+    known.update({k: statistics.median(t) for k, t in rounds.items()})
+    return [known[k] for k in keys]
+
+
+def pass_time(model, device: str, fast: bool, int8: bool = False) -> float:
+    """pass_times for one path."""
+    return pass_times(model, device, [(fast, int8)])[0]
 
 
 def fast_measured(pair) -> tuple[bool, str]:
     """(fast path on?, why in words): on when the target's one-token pass measures faster on it
-    (pass_time); off, saying so, when the fast path fails on this model."""
+    (pass_times, both paths interleaved); off, saying so, when the fast path fails on this model."""
     try:
-        plain, quick = pass_time(pair.target, pair.device, False), pass_time(pair.target, pair.device, True)
+        plain, quick = pass_times(pair.target, pair.device, [(False, False), (True, False)])
     except Exception as exc:  # noqa: BLE001 - a fast path this model cannot take stays off
         return False, f"off: the fast path failed on this model ({type(exc).__name__})"
     fast = quick < plain
     return fast, (f"{'on' if fast else 'off'}: a target pass of 1 token took {_ms(quick)} on the fast "
-                  f"path, {_ms(plain)} without")
+                  f"path, {_ms(plain)} without (medians of {PATH_ROUNDS} interleaved rounds)")
 
 
 def _ms(seconds: float) -> str:
@@ -252,7 +265,7 @@ def choose_paths(pair, req: DecodeRequest) -> dict:
     if req.int8_auto:
         int8 = False
         if fast and lean_draft:
-            full, small = pass_time(pair.draft, pair.device, True), pass_time(pair.draft, pair.device, True, True)
+            full, small = pass_times(pair.draft, pair.device, [(True, False), (True, True)])
             int8 = small < full
             notes["draft_int8_choice"] = (f"{'on' if int8 else 'off'}: a draft pass took {_ms(small)} with int8 "
                                           f"weights, {_ms(full)} without")

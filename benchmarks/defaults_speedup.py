@@ -12,9 +12,9 @@ median of its neighbouring pairs of interleaved plain and speculative runs
 which is also what the app uses unless SPECLAB_THREADS is set.
 
 Configurations (draft x threads) take turns per prompt, the first one rotating, so that a drift
-of the machine's speed during the run falls on all of them alike. Prompts: the first three of
-each of eight categories of the realistic evaluation set (research/eval_prompts.json), which no
-draft trained on. The summary prints, per configuration, the median over prompts with its 95%
+of the machine's speed during the run falls on all of them alike. Prompts: the first K (--per-category,
+default 3) of each of eight single-turn categories of the realistic evaluation set
+(research/eval_prompts.json), which no draft trained on. The summary prints, per configuration, the median over prompts with its 95%
 bootstrap interval (prompts resampled), the slowest and fastest prompt, how many outputs were
 identical to plain decoding, and the median per-prompt ratio between configurations.
 """
@@ -37,7 +37,14 @@ from research.eval_report import median_ci  # noqa: E402  (after the path: run a
 from research.eval_set import load  # noqa: E402
 
 CATEGORIES = ("code", "math", "lang", "advice", "creative", "fact", "sum", "plan")
-PROMPT_IDS = [f"{c}-0{i}" for i in (1, 2, 3) for c in CATEGORIES]
+
+
+def prompt_ids(per_category: int = 3) -> list[str]:
+    """The first per_category ids of each category, interleaved: code-01, math-01, ..., code-02, ..."""
+    return [f"{c}-{i:02d}" for i in range(1, per_category + 1) for c in CATEGORIES]
+
+
+PROMPT_IDS = prompt_ids(3)
 DEFAULT_DRAFT = ROOT / "demo_models" / "smollm2_draft"
 
 
@@ -113,10 +120,13 @@ def main(argv=None) -> None:
     ap.add_argument("--draft", nargs="+", default=[str(DEFAULT_DRAFT)], help="draft directories (alternating)")
     ap.add_argument("--label", nargs="+", help="one name per --draft for the rows (default: the paths)")
     ap.add_argument("--threads", nargs="+", default=["default"], help="'default' (torch's choice) and/or counts")
-    ap.add_argument("--prompts", type=int, default=len(PROMPT_IDS), help="the first N of the 24 prompts")
+    ap.add_argument("--per-category", type=int, default=3, help="prompts per category (1-16)")
+    ap.add_argument("--prompts", type=int, help="only the first N of those prompts")
     ap.add_argument("--out", help="write one JSON line per run here")
     args = ap.parse_args(argv)
     labels = args.label or args.draft
+    if not 1 <= args.per_category <= 16:
+        ap.error("--per-category: the evaluation set has 16 prompts in its smallest category")
     if len(labels) != len(args.draft):
         ap.error("--label needs one name per --draft")
     from research.card_smollm2 import weights_sha256
@@ -126,7 +136,7 @@ def main(argv=None) -> None:
     configs = list(itertools.product(range(len(args.draft)), args.threads))
     rows = []
     out = open(args.out, "w") if args.out else None
-    for k, pid in enumerate(PROMPT_IDS[:args.prompts]):
+    for k, pid in enumerate(prompt_ids(args.per_category)[:args.prompts]):
         prompt = by_id[pid]["messages"][0]["content"]
         for d, threads in turns(configs, k):
             load0 = os.getloadavg()[0]

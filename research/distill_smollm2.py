@@ -410,8 +410,7 @@ def deepen(draft, n: int):
     old = draft.config.num_hidden_layers
     if not 0 < n <= old:  # more would place two new layers after one old one: the rule above gives fewer
         raise ValueError(f"--deepen takes 1..{old} new layers for a {old}-layer draft, not {n}")
-    after = {round((i + 1) * old / n) - 1 for i in range(n)}
-    order = [(i, new) for i in range(old) for new in ((False, True) if i in after else (False,))]
+    order = layer_order(old, n)
     cfg = copy_config(draft.config, num_hidden_layers=old + n)
     deeper = LlamaForCausalLM(cfg).float()
     src, state = draft.state_dict(), {}
@@ -426,6 +425,22 @@ def deepen(draft, n: int):
                 state[f"model.layers.{j}.{name}"] = torch.zeros_like(value) if zeroed and name in ZEROED else value
     deeper.load_state_dict(state)
     return deeper
+
+
+def layer_order(old: int, n: int) -> list[tuple[int, bool]]:
+    """deepen's layers in order: (the old layer each copies, whether it is a new zeroed copy)."""
+    after = {round((i + 1) * old / n) - 1 for i in range(n)}
+    return [(i, new) for i in range(old) for new in ((False, True) if i in after else (False,))]
+
+
+def train_only_new_layers(draft, old: int, n: int) -> int:
+    """Freeze every weight of a deepened draft but its n new layers' (LLaMA Pro trains only the
+    added blocks, so the old draft's knowledge cannot be overwritten); returns how many
+    parameters stay trainable."""
+    new = {f"model.layers.{j}." for j, (_, added) in enumerate(layer_order(old, n)) if added}
+    for name, weight in draft.named_parameters():
+        weight.requires_grad_(any(name.startswith(prefix) for prefix in new))
+    return sum(w.numel() for w in draft.parameters() if w.requires_grad)
 
 
 def copy_config(config, **changes):
@@ -695,7 +710,7 @@ def train_draft(args) -> None:
         kept = json.loads((Path(args.resume) / "config.json").read_text())["draft_vocab_ids"]
         data_log["heldout_kept_coverage_before_widening"] = kept_coverage(DraftVocab(kept, VOCAB_SIZE, "cpu"), held)
     print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")
-    opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW([w for w in draft.parameters() if w.requires_grad], lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     rng, t0, curve, cap = random.Random(args.seed), time.time(), [], args.max_minutes * 60
     temps = sorted({1.0, args.distill_temperature} | ({args.tvd_temperature} if args.tvd else set()))
     sel = bound_key(args.distill_temperature)  # the held-out bound that chooses the checkpoint
@@ -765,7 +780,10 @@ def start_draft(args, examples: list[dict]):
             widen_vocab(draft, teacher.config, teacher.get_input_embeddings().weight.detach(), extra)
             del teacher
         if getattr(args, "deepen", 0):
+            old = draft.config.num_hidden_layers
             draft = deepen(draft, args.deepen)
+            if getattr(args, "train_new_only", False):
+                print(f"training only the new layers: {train_only_new_layers(draft, old, args.deepen):,} parameters")
         return draft.train(), AutoTokenizer.from_pretrained(src), json.loads((src / "train_log.json").read_text())
     teacher, tok = load_teacher()
     kept = choose_vocab(examples, special_ids(tok))
@@ -827,6 +845,9 @@ def parse_args(argv=None):
     ap.add_argument("--deepen", type=int, default=0, metavar="N",
                     help="train with --resume: add N decoder layers that start as the identity (deepen: "
                     "block expansion), so training starts from the saved draft's own drafts")
+    ap.add_argument("--train-new-only", action="store_true",
+                    help="train with --deepen: freeze the old layers, embedding and norms, and train only the "
+                    "new layers (train_only_new_layers)")
     ap.add_argument("--shards", nargs="+", help="train: learn from exactly these cache files (e.g. research."
                     "diverse_data's rounds) instead of the data stage's shards; corpus.pt beside them if "
                     "--corpus-per-batch > 0")
@@ -856,6 +877,8 @@ def parse_args(argv=None):
                     help="train under bf16 autocast (train_step); default: whether oneDNN has bf16 kernels "
                     f"for this CPU (cpu_has_bf16: {'yes' if bf16 else 'no'} here)")
     args = ap.parse_args(argv)
+    if args.train_new_only and not args.deepen:
+        ap.error("--train-new-only needs --deepen")
     if args.shards and not args.heldout_shard:
         ap.error("--shards needs --heldout-shard")
     return args

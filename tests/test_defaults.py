@@ -116,6 +116,25 @@ def test_a_measured_pass_is_measured_once(tiny_pair):
     assert runner.pass_time(tiny_pair.target, "cpu", fast=True) == first  # cached, not re-timed
 
 
+def test_the_path_choice_interleaves_rounds_so_one_stall_cannot_decide_it(tiny_pair, monkeypatch):
+    """fast_measured times plain and fast passes in PATH_ROUNDS alternating rounds and compares
+    medians: a fast-path round slowed 3x by a stall (simulated) still leaves the fast path on,
+    where a single timing of each would have turned it off."""
+    from app import knee
+    calls = []
+
+    def fake(model, *, fast, int8, **kw):
+        calls.append((fast, int8))
+        stalled = fast and calls.count((True, False)) == 1  # the first fast round
+        return (0.8 if fast else 1.0) * (3 if stalled else 1)
+    monkeypatch.setattr(knee, "time_forward", fake)
+    monkeypatch.setattr(runner, "_pass_times", type(runner._pass_times)())
+    fast, why = runner.fast_measured(tiny_pair)
+    assert calls == [(False, False), (True, False)] * runner.PATH_ROUNDS
+    assert fast and "0.80 ms" not in why and "800.00 ms on the fast path, 1000.00 ms without" in why
+    assert runner.fast_measured(tiny_pair)[0] and len(calls) == 2 * runner.PATH_ROUNDS  # known: not re-timed
+
+
 def test_the_baseline_interleaves_plain_and_speculative_runs(tiny_pair):
     ids = ids_of(tiny_pair, PROMPT)
     s = DecodeSettings(gamma=3, max_new_tokens=16)

@@ -30,6 +30,23 @@ def test_the_prompts_are_three_per_category_of_the_evaluation_set():
     assert len(bench.PROMPT_IDS) == 24 and set(bench.PROMPT_IDS) <= ids
 
 
+def test_per_category_takes_the_first_k_of_each_single_turn_category():
+    from research.eval_set import load
+    by_id = {p["id"]: p for p in load()}
+    ids = bench.prompt_ids(16)
+    assert len(ids) == len(set(ids)) == 16 * len(bench.CATEGORIES)
+    assert all(len(by_id[i]["messages"]) == 1 for i in ids)  # one user turn: a --prompt
+    assert bench.prompt_ids(6)[:9] == [f"{c}-01" for c in bench.CATEGORIES] + ["code-02"]
+    assert bench.prompt_ids(3) == bench.PROMPT_IDS
+
+
+def test_per_category_outside_the_set_is_refused(capsys):
+    import pytest
+    with pytest.raises(SystemExit):
+        bench.main(["--per-category", "17"])
+    assert "smallest category" in capsys.readouterr().err
+
+
 def row(pid, threads, median, identical=True):
     return {"id": pid, "draft": "d", "threads": threads, "speedup": {"median": median}, "identical": identical}
 

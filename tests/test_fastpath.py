@@ -151,7 +151,7 @@ def test_cli_knee_prints_eager_and_fast_side_by_side(tiny_dirs, capsys):
 def test_lessons_take_the_path_the_live_tab_would(tiny_pair, monkeypatch):
     """The lessons decode and time on the fast path where it replays CUDA graphs (simulated:
     use_by_default -> True) or where the target's one-token pass measures faster on it
-    (app.runner.pass_time, simulated both ways, as the Live tab's "auto" decides); else eagerly."""
+    (app.runner.pass_times, simulated both ways, as the Live tab's "auto" decides); else eagerly."""
     from app import engine, knee, runner
     from app.lessons import common, policies
     seen, timed = [], []
@@ -163,7 +163,8 @@ def test_lessons_take_the_path_the_live_tab_would(tiny_pair, monkeypatch):
     ids = tiny_pair.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
 
     def run_with(fast_seconds: float) -> None:
-        monkeypatch.setattr(runner, "pass_time", lambda model, device, fast, int8=False: fast_seconds if fast else 1.0)
+        monkeypatch.setattr(runner, "pass_times",
+                            lambda model, device, paths: [fast_seconds if fast else 1.0 for fast, _ in paths])
         common.decode(tiny_pair, ids, DecodeSettings(max_new_tokens=4))
         policies.measure_costs(tiny_pair, 1, 8, repeats=1, fast=runner.fast_by_default(tiny_pair))
     run_with(2.0)  # the fast path measured slower: eager

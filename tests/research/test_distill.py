@@ -419,3 +419,23 @@ def test_deepening_adds_identity_blocks_so_the_draft_computes_what_it_did(n):
         assert torch.equal(deep(input_ids=ids).logits, base(input_ids=ids).logits)
     with pytest.raises(ValueError, match="1..4 new layers"):              # two after one old layer: refused
         distill.deepen(base, 5)
+
+
+def test_training_only_the_new_layers_leaves_every_old_weight_as_it_was():
+    """train_only_new_layers: after a training step the old layers, embedding and norm are
+    bit-identical, the new layers moved; the flag needs --deepen."""
+    torch.manual_seed(3)
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    base = distill.make_draft(cfg, torch.randn(V, 576), list(range(0, 400, 2)), distill.draft_shape(64, 4))
+    deep = distill.deepen(base, 2).train()
+    trainable = distill.train_only_new_layers(deep, 4, 2)
+    new = [j for j, (_, added) in enumerate(distill.layer_order(4, 2)) if added]
+    assert new == [2, 5] and trainable == 2 * sum(w.numel() for w in deep.model.layers[0].parameters())
+    before = {k: v.clone() for k, v in deep.state_dict().items()}
+    opt = torch.optim.AdamW([w for w in deep.parameters() if w.requires_grad], lr=1e-2)
+    deep(input_ids=torch.tensor([[3, 17, 40, 5]])).logits.logsumexp(-1).sum().backward()
+    opt.step()
+    moved = {k.split(".")[2] for k, v in deep.state_dict().items() if not torch.equal(v, before[k])}
+    assert moved == {"2", "5"}
+    with pytest.raises(SystemExit):
+        distill.parse_args(["train", "--train-new-only"])
