@@ -420,7 +420,9 @@ FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
 DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5", "6"))  # the app's defaults, per fine-tune
-THREADS_RUN = RUNS / "defaults_threads.jsonl"  # benchmarks/defaults_speedup.py --threads default 1: shown for its draft only
+# benchmarks/defaults_speedup.py runs, each shown while its last --draft is the shipped draft:
+# --threads default 1 (24 prompts), then torch's default threads alone over 48 prompts
+CURRENT_RUNS = (RUNS / "defaults_threads.jsonl", RUNS / "defaults_48prompts.jsonl")
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
@@ -646,7 +648,7 @@ def _finetune(train: dict, runs: dict) -> str:
     return FINETUNE.format(times=times, steps=steps, compared=_finetune_compared(runs.get("realistic"), runs.get("step")),
                            templates=_finetune_templates(runs.get("templates")),
                            speed=_finetune_speed(runs.get("speed"), labels) + _defaults_speed(*runs.get("defaults", (None,)))
-                           + _defaults_speed(*runs.get("threads", (None,)))) + "\n"
+                           + "".join(_defaults_speed(rows, name) for rows, name in runs.get("current", []))) + "\n"
 
 
 def weights_sha256(draft_dir: Path = SMOLLM2_DRAFT_DIR) -> str:
@@ -659,7 +661,8 @@ def weights_sha256(draft_dir: Path = SMOLLM2_DRAFT_DIR) -> str:
 def read_finetune_runs(steps: int = 1) -> dict:
     """The fine-tunes' measurements where they exist: "realistic" (FINETUNE_COMPARE), "step"
     (FINETUNE_STEP_COMPARE), "templates" (FINETUNE_TEMPLATES), "speed" ({"before", "after"}:
-    SPEED_RUNS' rows), "defaults" ((rows, file name) of the last of `steps` fine-tunes' DEFAULTS_RUNS)."""
+    SPEED_RUNS' rows), "defaults" ((rows, file name) of the last of `steps` fine-tunes' DEFAULTS_RUNS),
+    "current" ([(rows, file name)] of CURRENT_RUNS that timed the shipped draft)."""
     from research.eval_report import read_rows
     runs = {key: json.loads(path.read_text()) for key, path in
             (("realistic", SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE), ("templates", SMOLLM2_DRAFT_DIR / FINETUNE_TEMPLATES),
@@ -668,10 +671,10 @@ def read_finetune_runs(steps: int = 1) -> dict:
     runs["speed"] = {side: read_rows(path) for side, path in SPEED_RUNS.items() if path.is_file()}
     if 0 < steps <= len(DEFAULTS_RUNS) and DEFAULTS_RUNS[steps - 1].is_file():
         runs["defaults"] = (read_rows(DEFAULTS_RUNS[steps - 1]), DEFAULTS_RUNS[steps - 1].name)
-    if THREADS_RUN.is_file():  # shown only while its last --draft is the shipped one
-        rows = read_rows(THREADS_RUN)
+    for path in filter(Path.is_file, CURRENT_RUNS):  # shown only while its last --draft is the shipped one
+        rows = read_rows(path)
         if max(rows, key=lambda r: r.get("draft_index", 0)).get("draft_sha256") == weights_sha256():
-            runs["threads"] = (rows, THREADS_RUN.name)
+            runs.setdefault("current", []).append((rows, path.name))
     return runs
 
 

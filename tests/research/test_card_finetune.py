@@ -39,8 +39,8 @@ def test_the_first_pool_is_described_only_when_its_rounds_are_there():
     assert "`research/diverse_prompts.py`" not in step_with_shards(["typed_r1_T0.7", "typed2_r0_T0.7"])
 
 
-def test_a_threads_run_is_shown_only_for_the_draft_it_timed(tmp_path, monkeypatch):
-    """THREADS_RUN (benchmarks/defaults_speedup.py rows) enters the card while its last --draft's
+def test_a_current_run_is_shown_only_for_the_draft_it_timed(tmp_path, monkeypatch):
+    """CURRENT_RUNS (benchmarks/defaults_speedup.py rows) enters the card while its last --draft's
     weights hash is the shipped draft's; once another draft ships, it drops out."""
     import research.card_smollm2 as card
     row = {"id": "p", "draft": "d", "draft_index": 1, "threads": "default", "speedup": {"median": 1.4, "n": 3},
@@ -48,7 +48,7 @@ def test_a_threads_run_is_shown_only_for_the_draft_it_timed(tmp_path, monkeypatc
            "settings": {"gamma": 4, "depth_policy": "roofline", "max_new_tokens": 64}}
     old = {**row, "draft_index": 0, "draft_sha256": "0" * 16}
     path = tmp_path / "defaults_threads.jsonl"
-    monkeypatch.setattr(card, "THREADS_RUN", path)
+    monkeypatch.setattr(card, "CURRENT_RUNS", (path, tmp_path / "absent.jsonl"))
     for sha, shown in ((card.weights_sha256(), True), ("f" * 16, False)):
         path.write_text("\n".join(json.dumps(r) for r in ({**row, "draft_sha256": sha}, old)) + "\n")
-        assert ("threads" in card.read_finetune_runs(6)) is shown
+        assert card.read_finetune_runs(6).get("current", [(None, None)])[0][1] == (path.name if shown else None)
