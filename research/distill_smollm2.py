@@ -454,10 +454,10 @@ def make_sliced_draft(teacher, kept: list[int], layers: list[int]):
     extra input row), at the target's width. With every layer and every token it computes
     the target's logits exactly (tests/research/test_distill.py); cut short, it starts far from them
     (held-out bound 0.07 for layers 0, 1) but from the target's own representation."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
     tc = teacher.config
     vocab = DraftVocab(kept, tc.vocab_size, "cpu")
-    cfg = LlamaConfig(**{**tc.to_dict(), "num_hidden_layers": len(layers), **kept_fields(tc, kept)})
+    cfg = copy_config(tc, num_hidden_layers=len(layers), **kept_fields(tc, kept))
     draft = LlamaForCausalLM(cfg)
     rows = vocab.ids.cpu()
     with torch.no_grad():
