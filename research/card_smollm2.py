@@ -372,12 +372,19 @@ def _precision(train: dict) -> str:
     return "bf16 autocast (fp32 weights and optimiser state)" if train.get("autocast") == "bf16" else "fp32"
 
 
+def _mkl(train: dict) -> str:
+    """" (with `MKL_CBWR=X`)" as the run's log records it (train_draft logs the variable, None when
+    unset); logs from before it was recorded were all written under MKL_CBWR=AVX512."""
+    mkl = train.get("mkl_cbwr", "AVX512")
+    return f" (with `MKL_CBWR={mkl}`)" if mkl else ""
+
+
 def _run_fields(train: dict) -> dict:
     """What every training run's log says: its command, optimiser settings, steps and curve."""
     return {"top_k": train["top_k"], "command": train["command"], "peak_lr": train["peak_lr"],
             "batch": train["batch"], "corpus_per_batch": train["corpus_per_batch"], "steps_done": train["steps_done"],
             "train_minutes": f"{train['seconds'] / 60:.0f}", "train_threads": train["threads"],
-            "precision": _precision(train), "curve": _curve(train),
+            "precision": _precision(train), "curve": _curve(train), "mkl": _mkl(train),
             "saved_step": f"{train['saved_step']}" + (" (the last: `--keep last`)" if train.get("keep") == "last" else "")}
 
 
@@ -419,7 +426,7 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
-DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5", "6"))  # the app's defaults, per fine-tune
+DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5", "6", "7"))  # the app's defaults, per fine-tune
 # benchmarks/defaults_speedup.py runs, each shown while its last --draft is the shipped draft:
 # --threads default 1 (24 prompts), then torch's default threads alone over 48 prompts
 CURRENT_RUNS = (RUNS / "defaults_threads.jsonl", RUNS / "defaults_48prompts.jsonl")
@@ -445,7 +452,7 @@ FINETUNE_STEP = """### {title}
 - **Vocabulary:** {widen}
 - **Training:** `{command}`: cross-entropy to the teacher's top-{top_k}, as above; AdamW, peak LR
   {peak_lr}, {precision}, cosine schedule over the time cap, batches of {batch} replies, no corpus
-  windows (with `MKL_CBWR=AVX512`). {steps_done} steps in {train_minutes} min on {train_threads} CPU threads. Held-out α bound
+  windows{mkl}. {steps_done} steps in {train_minutes} min on {train_threads} CPU threads. Held-out α bound
   (T = 1, top-{top_k}) on the held-out diverse replies: {curve}; the checkpoint of step {saved_step} is saved.
   On {n_seen} replies it trained on: {seen:.3f}.
 """

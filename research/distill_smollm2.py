@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -802,7 +803,8 @@ def save_draft(draft, tok, args, log: dict, command: str = "python -m research.d
                parameters=draft.num_parameters(), shape={k: getattr(draft.config, k) for k in DRAFT_SHAPE},
                slice=getattr(args, "slice", None), torch=torch.__version__,
                threads=torch.get_num_threads(), batch=args.batch, corpus_per_batch=args.corpus_per_batch,
-               peak_lr=args.lr, top_k=TOP_K, draft_vocab=len(draft.config.draft_vocab_ids))
+               peak_lr=args.lr, top_k=TOP_K, draft_vocab=len(draft.config.draft_vocab_ids),
+               mkl_cbwr=os.environ.get("MKL_CBWR"))  # MKL's code path: None when MKL chose it
     (out / "train_log.json").write_text(json.dumps(log, indent=1) + "\n")
     print(f"saved the draft to {out}: heldout alpha (top-{TOP_K} bound, T=1) {log['heldout_alpha_topk']}")
 

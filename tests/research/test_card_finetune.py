@@ -52,3 +52,12 @@ def test_a_current_run_is_shown_only_for_the_draft_it_timed(tmp_path, monkeypatc
     for sha, shown in ((card.weights_sha256(), True), ("f" * 16, False)):
         path.write_text("\n".join(json.dumps(r) for r in ({**row, "draft_sha256": sha}, old)) + "\n")
         assert card.read_finetune_runs(6).get("current", [(None, None)])[0][1] == (path.name if shown else None)
+
+
+def test_the_card_names_mkls_code_path_only_as_the_train_log_records_it():
+    """train_draft logs MKL_CBWR (None when unset); logs from before that field were all written
+    under MKL_CBWR=AVX512, so their card says so."""
+    import research.card_smollm2 as card
+    assert card._mkl({"mkl_cbwr": None}) == ""
+    assert card._mkl({"mkl_cbwr": "AVX2"}) == " (with `MKL_CBWR=AVX2`)"
+    assert card._mkl({}) == " (with `MKL_CBWR=AVX512`)"
