@@ -220,11 +220,6 @@ def pass_times(model, device: str, paths: list[tuple[bool, bool]]) -> list[float
     return [known[k] for k in keys]
 
 
-def pass_time(model, device: str, fast: bool, int8: bool = False) -> float:
-    """pass_times for one path."""
-    return pass_times(model, device, [(fast, int8)])[0]
-
-
 def fast_measured(pair) -> tuple[bool, str]:
     """(fast path on?, why in words): on when the target's one-token pass measures faster on it
     (pass_times, both paths interleaved); off, saying so, when the fast path fails on this model."""

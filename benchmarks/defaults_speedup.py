@@ -120,18 +120,20 @@ def main(argv=None) -> None:
     ap.add_argument("--draft", nargs="+", default=[str(DEFAULT_DRAFT)], help="draft directories (alternating)")
     ap.add_argument("--label", nargs="+", help="one name per --draft for the rows (default: the paths)")
     ap.add_argument("--threads", nargs="+", default=["default"], help="'default' (torch's choice) and/or counts")
-    ap.add_argument("--per-category", type=int, default=3, help="prompts per category (1-16)")
+    ap.add_argument("--per-category", type=int, default=3, help="prompts per category (at most the smallest "
+                    "category's count in the evaluation set)")
     ap.add_argument("--prompts", type=int, help="only the first N of those prompts")
     ap.add_argument("--out", help="write one JSON line per run here")
     args = ap.parse_args(argv)
     labels = args.label or args.draft
-    if not 1 <= args.per_category <= 16:
-        ap.error("--per-category: the evaluation set has 16 prompts in its smallest category")
+    by_id = {p["id"]: p for p in load()}
+    most = min(sum(i.startswith(f"{c}-") for i in by_id) for c in CATEGORIES)
+    if not 1 <= args.per_category <= most:
+        ap.error(f"--per-category: 1 to {most}, the evaluation set's prompts in its smallest category")
     if len(labels) != len(args.draft):
         ap.error("--label needs one name per --draft")
     from research.card_smollm2 import weights_sha256
     shas = [weights_sha256(d) for d in args.draft]  # one hash per draft, not per run
-    by_id = {p["id"]: p for p in load()}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     configs = list(itertools.product(range(len(args.draft)), args.threads))
     rows = []

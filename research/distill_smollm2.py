@@ -434,10 +434,11 @@ def layer_order(old: int, n: int) -> list[tuple[int, bool]]:
     return [(i, new) for i in range(old) for new in ((False, True) if i in after else (False,))]
 
 
-def train_only_new_layers(draft, old: int, n: int) -> int:
-    """Freeze every weight of a deepened draft but its n new layers' (LLaMA Pro trains only the
-    added blocks, so the old draft's knowledge cannot be overwritten); returns how many
-    parameters stay trainable."""
+def train_only_new_layers(draft, n: int) -> int:
+    """Freeze every weight of a draft deepened by n layers but those n new layers' (LLaMA Pro
+    trains only the added blocks, so the old draft's knowledge cannot be overwritten); returns
+    how many parameters stay trainable."""
+    old = draft.config.num_hidden_layers - n
     new = {f"model.layers.{j}." for j, (_, added) in enumerate(layer_order(old, n)) if added}
     for name, weight in draft.named_parameters():
         weight.requires_grad_(any(name.startswith(prefix) for prefix in new))
@@ -781,10 +782,9 @@ def start_draft(args, examples: list[dict]):
             widen_vocab(draft, teacher.config, teacher.get_input_embeddings().weight.detach(), extra)
             del teacher
         if getattr(args, "deepen", 0):
-            old = draft.config.num_hidden_layers
             draft = deepen(draft, args.deepen)
             if getattr(args, "train_new_only", False):
-                print(f"training only the new layers: {train_only_new_layers(draft, old, args.deepen):,} parameters")
+                print(f"training only the new layers: {train_only_new_layers(draft, args.deepen):,} parameters")
         return draft.train(), AutoTokenizer.from_pretrained(src), json.loads((src / "train_log.json").read_text())
     teacher, tok = load_teacher()
     kept = choose_vocab(examples, special_ids(tok))

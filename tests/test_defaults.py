@@ -112,8 +112,8 @@ def test_fast_path_and_int8_take_auto_on_or_off_and_nothing_else():
 
 
 def test_a_measured_pass_is_measured_once(tiny_pair):
-    first = runner.pass_time(tiny_pair.target, "cpu", fast=True)
-    assert runner.pass_time(tiny_pair.target, "cpu", fast=True) == first  # cached, not re-timed
+    first = runner.pass_times(tiny_pair.target, "cpu", [(True, False)])
+    assert runner.pass_times(tiny_pair.target, "cpu", [(True, False)]) == first  # cached, not re-timed
 
 
 def test_the_path_choice_interleaves_rounds_so_one_stall_cannot_decide_it(tiny_pair, monkeypatch):

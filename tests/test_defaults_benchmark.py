@@ -41,7 +41,6 @@ def test_per_category_takes_the_first_k_of_each_single_turn_category():
 
 
 def test_per_category_outside_the_set_is_refused(capsys):
-    import pytest
     with pytest.raises(SystemExit):
         bench.main(["--per-category", "17"])
     assert "smallest category" in capsys.readouterr().err

@@ -428,7 +428,7 @@ def test_training_only_the_new_layers_leaves_every_old_weight_as_it_was():
     cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
     base = distill.make_draft(cfg, torch.randn(V, 576), list(range(0, 400, 2)), distill.draft_shape(64, 4))
     deep = distill.deepen(base, 2).train()
-    trainable = distill.train_only_new_layers(deep, 4, 2)
+    trainable = distill.train_only_new_layers(deep, 2)
     new = [j for j, (_, added) in enumerate(distill.layer_order(4, 2)) if added]
     assert new == [2, 5] and trainable == 2 * sum(w.numel() for w in deep.model.layers[0].parameters())
     before = {k: v.clone() for k, v in deep.state_dict().items()}
