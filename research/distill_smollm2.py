@@ -178,7 +178,7 @@ def teacher_hidden(model, bf16: bool, **inputs) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def teacher_topk(model, examples: list[dict], batch: int, bf16: bool = False) -> list[dict]:
+def teacher_topk(model, examples: list[dict], batch: int, bf16: bool = False, verbose: bool = True) -> list[dict]:
     """Recorded replies ({"ids" [L], "first"}: research/teacher_record.py) with the teacher's
     top-K at their reply positions first .. L - 2 added, as replies() kept them from generate's
     logits, by one forward per batch of similar lengths instead of sampling again (right-padded,
@@ -202,7 +202,8 @@ def teacher_topk(model, examples: list[dict], batch: int, bf16: bool = False) ->
             out[i] = {"ids": e["ids"], "first": f, "tk_ids": tk_ids[at:at + end - f].clone(),
                       "tk_lp": tk_lp[at:at + end - f].clone()}
             at += end - f
-        print(f"  rebuilt {j + len(rows)}/{len(examples)} recorded replies", flush=True)
+        if verbose:
+            print(f"  rebuilt {j + len(rows)}/{len(examples)} recorded replies", flush=True)
     return out
 
 

@@ -121,21 +121,27 @@ def split(pool: list[dict]) -> tuple[list[dict], list[dict]]:
     return pool[:-HELDOUT], pool[-HELDOUT:]
 
 
-def shard(model, tok, prompts: list[dict], temperature: float, batch: int, seed: int, deadline: float) -> list[dict]:
+def shard(model, tok, prompts: list[dict], temperature: float, batch: int, seed: int, deadline: float,
+          draft=None) -> list[dict]:
     """Every prompt's reply sampled in batches of similar length (sample_rows: ids, first, top-K),
-    then every multi-turn prompt's second reply after the teacher's own first. Each example also
-    carries its prompt's "prompt_id", "kind" and "turn"."""
+    then every multi-turn prompt's second reply after the first. Each example also carries its
+    prompt's "prompt_id", "kind" and "turn". With a `draft`, the draft writes the replies and the
+    teacher (`model`) scores them (research.onpolicy.scored_rows)."""
+    from functools import partial
+
     from research.distill_smollm2 import sample_rows
     from research.eval_set import chat_ids
+    from research.onpolicy import scored_rows
+    write = sample_rows if draft is None else partial(scored_rows, draft)
     rows = [chat_ids(tok, p["messages"]) for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(rows[i]))
     ps = [prompts[i] for i in order]
-    out = sample_rows(model, tok, [rows[i] for i in order], temperature, batch, seed, deadline)
+    out = write(model, tok, [rows[i] for i in order], temperature, batch, seed, deadline)
     tag = lambda e, p, turn: {**e, "prompt_id": p["id"], "kind": p["kind"], "turn": turn}  # noqa: E731
     out = [tag(e, p, 1) for e, p in zip(out, ps)]
     second = [(p, e) for e, p in zip(out, ps) if p.get("follow_up")]
     rows = [chat_ids(tok, second_turn(tok, p, e["ids"], e["first"])) for p, e in second]
-    more = sample_rows(model, tok, rows, temperature, batch, seed + 1, deadline) if rows else []
+    more = write(model, tok, rows, temperature, batch, seed + 1, deadline) if rows else []
     return out + [tag(e, p, 2) for e, (p, _) in zip(more, second)]
 
 
@@ -171,17 +177,19 @@ def continued(tok, examples: list[dict], pool: list[dict], seed: int) -> list[di
 
 
 def shard_name(args) -> str:
-    """diverse_heldout, or {pool}_{r|c}{round}_T{temperature} (pool: a name in POOLS), with
-    "_kind+kind" for --kinds."""
+    """diverse_heldout, or {pool}_{r|c|d}{round}_T{temperature} (pool: a name in POOLS; r: sampled
+    by the teacher, c: continued from a cached round, d: written by the draft), with "_kind+kind"
+    for --kinds."""
     if args.heldout:
         return "diverse_heldout"
     kinds = f"_{'+'.join(sorted(set(args.kinds)))}" if args.kinds else ""
-    return f"{args.pool}_{'c' if args.continue_from else 'r'}{args.round}_T{args.temperature}{kinds}"
+    letter = "c" if args.continue_from else "d" if args.writer == "draft" else "r"
+    return f"{args.pool}_{letter}{args.round}_T{args.temperature}{kinds}"
 
 
 def _parse_shard(filename: str) -> re.Match | None:
-    """A round's shard or record file name (shard_name + .pt or .npz): groups pool, r|c, kinds."""
-    return re.fullmatch(rf"({'|'.join(POOLS)})_([rc])\d+_T[\d.]+(?:_([a-z+]+))?\.(?:pt|npz)", filename)
+    """A round's shard or record file name (shard_name + .pt or .npz): groups pool, r|c|d, kinds."""
+    return re.fullmatch(rf"({'|'.join(POOLS)})_([rcd])\d+_T[\d.]+(?:_([a-z+]+))?\.(?:pt|npz)", filename)
 
 
 def shard_kinds(filename: str) -> str | None:
@@ -191,10 +199,19 @@ def shard_kinds(filename: str) -> str | None:
 
 
 def shard_round(filename: str) -> tuple[str, str] | None:
-    """(pool, "r" for a sampled round or "c" for a continued one) of a round's shard or record
-    file name (shard_name), else None (the held-out replies, the template shards)."""
+    """(pool, "r" for a sampled round, "c" for a continued one, "d" for one the draft wrote) of a
+    round's shard or record file name (shard_name), else None (the held-out replies, the
+    template shards)."""
     m = _parse_shard(filename)
     return (m[1], m[2]) if m else None
+
+
+def load_writer(path: Path | None):
+    """The draft that writes a --writer draft round (float32, eval): `path`, or the shipped one."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from app.assets import DEMO_MODELS_DIR
+    return AutoModelForCausalLM.from_pretrained(path or DEMO_MODELS_DIR / "smollm2_draft", dtype=torch.float32).eval()
 
 
 def make_shard(args) -> None:
@@ -212,6 +229,7 @@ def make_shard(args) -> None:
     if path.exists():
         sys.exit(f"{path} exists: remove it to sample it again")
     model, tok = load_teacher()
+    draft = load_writer(args.draft) if args.writer == "draft" else None
     torch.set_num_threads(args.threads)
     t0 = time.time()
     seed = 99 if args.heldout else POOLS[args.pool] + 1000 * args.round + round(100 * args.temperature)
@@ -219,7 +237,7 @@ def make_shard(args) -> None:
         train = continued(tok, torch.load(args.cache / f"{args.continue_from}.pt"), train, seed)
     train = of_kinds(train, args.kinds)
     examples = shard(model, tok, held if args.heldout else train, 0.7 if args.heldout else args.temperature,
-                     args.batch, seed, t0 + 60 * args.max_minutes)
+                     args.batch, seed, t0 + 60 * args.max_minutes, draft)
     seconds = time.time() - t0
     args.cache.mkdir(parents=True, exist_ok=True)
     torch.save(examples, path)
@@ -252,7 +270,11 @@ def main(argv=None) -> None:
     ap.add_argument("--tokens", type=int, default=128, help="reply tokens per reply (default 128)")
     ap.add_argument("--temperatures", type=float, nargs="+", default=list(TEMPERATURES))
     ap.add_argument("--limit", type=int, default=None, help="stop after this many prompt-temperature pairs")
-    ap.add_argument("--draft", type=Path, default=None, help="unused by sampling; the pair loads with it")
+    ap.add_argument("--draft", type=Path, default=None, help="the draft directory: the pair loads with it, and "
+                    "--writer draft samples with it (default: the shipped draft)")
+    ap.add_argument("--writer", choices=["target", "draft"], default="target", help="batched mode: who writes the "
+                    "replies; draft: the draft writes, the teacher scores every position (research.onpolicy), "
+                    "saved as DIR/{pool}_d{round}_T{T}.pt")
     ap.add_argument("--cache", type=Path, default=None, help="batched mode: the teacher-output directory")
     ap.add_argument("--round", type=int, default=0, help="batched mode: which round (new seeds)")
     ap.add_argument("--temperature", type=float, default=0.7, help="batched mode: one temperature")
@@ -269,6 +291,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-minutes", type=float, default=60.0, help="batched mode: time cap of sampling")
     args = ap.parse_args(argv)
+    if args.writer == "draft" and (args.heldout or args.continue_from or not args.cache):
+        ap.error("--writer draft writes a training round: not with --heldout or --continue-from, and only with --cache")
     if args.cache:
         rebuild(args) if args.rebuild else make_shard(args)
         return

@@ -1,4 +1,5 @@
-"""Helpers shared by the tests that launch the app on loopback (not a test module)."""
+"""Helpers shared by tests (not a test module): launching the app on loopback, a chi-square test,
+a draft over part of the vocabulary."""
 import socket
 import time
 
@@ -62,3 +63,33 @@ def assert_reassociation_close(got, x, w) -> None:
     gap = (got - x @ w.T).abs()
     assert (gap <= bound).all(), f"gap {gap.max().item():.3g} beyond the reassociation bound"
 
+
+def chi2_p_value(counts: torch.Tensor, p: torch.Tensor) -> float:
+    """Pearson's chi-square test of counts [V] against probabilities p [V]: categories with an
+    expected count >= 5, the rest pooled into one; p-value from the regularised upper incomplete
+    gamma function (the chi-square survival function)."""
+    n = counts.sum()
+    expected = p * n
+    big = expected >= 5
+    observed = torch.cat([counts[big], counts[~big].sum()[None]])
+    expected = torch.cat([expected[big], expected[~big].sum()[None]])
+    chi2 = ((observed - expected) ** 2 / expected.clamp_min(1e-9)).sum()
+    dof = len(observed) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), chi2 / 2))
+
+
+def partial_copy(model, kept: list[int], directory, tokenizer) -> str:
+    """Save `model` (tied embeddings) restricted to the `kept` target ids, plus a zero extra row."""
+    from transformers import LlamaForCausalLM
+    cfg = model.config.to_dict() | {"vocab_size": len(kept) + 1, "draft_vocab_ids": kept,
+                                     "target_vocab_size": model.config.vocab_size}
+    small = LlamaForCausalLM(type(model.config).from_dict(cfg))
+    state = dict(model.state_dict())
+    emb = state.pop("model.embed_tokens.weight")
+    state.pop("lm_head.weight", None)
+    state["model.embed_tokens.weight"] = torch.cat([emb[kept], torch.zeros(1, emb.shape[1])])
+    small.load_state_dict(state, strict=False)
+    small.tie_weights()
+    small.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return str(directory)

@@ -8,25 +8,9 @@ from app.draft_vocab import DraftVocab
 from app.engine import DecodeSettings, autoregressive_generate, speculative_generate
 from app.lessons.lossless import lossless
 from app.models import fill_cache, forward, load_pair, new_cache
+from tests.support import partial_copy
 
 PROMPT = "It is a truth"
-
-
-def partial_copy(model, kept: list[int], directory, tokenizer) -> str:
-    """Save `model` (tied embeddings) restricted to the `kept` target ids, plus a zero extra row."""
-    from transformers import LlamaForCausalLM
-    cfg = model.config.to_dict() | {"vocab_size": len(kept) + 1, "draft_vocab_ids": kept,
-                                     "target_vocab_size": model.config.vocab_size}
-    small = LlamaForCausalLM(type(model.config).from_dict(cfg))
-    state = dict(model.state_dict())
-    emb = state.pop("model.embed_tokens.weight")
-    state.pop("lm_head.weight", None)
-    state["model.embed_tokens.weight"] = torch.cat([emb[kept], torch.zeros(1, emb.shape[1])])
-    small.load_state_dict(state, strict=False)
-    small.tie_weights()
-    small.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return str(directory)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from app.engine import DecodeSettings, autoregressive_generate, speculative_gene
 from app.feature_draft import FeatureDrafter, head_forward, is_feature_draft, one_back, save_head
 from app.models import ModelPair, cache_len, forward, load_model, new_cache
 from research.distill_features import collate, head_out, make_head
+from tests.support import chi2_p_value
 
 
 def _head_dir(tiny_dirs, tmp_path_factory, kept=None, proj_std=0.3, seed=3):
@@ -129,20 +130,6 @@ def test_a_head_that_computes_the_target_is_always_accepted(tiny_dirs, tmp_path_
     assert drafted > 0 and accepted == drafted
 
 
-def _chi2_p_value(counts: torch.Tensor, p: torch.Tensor) -> float:
-    """Pearson's chi-square test of counts [V] against probabilities p [V]: categories with an
-    expected count >= 5, the rest pooled into one; p-value from the regularised upper incomplete
-    gamma function (the chi-square survival function)."""
-    n = counts.sum()
-    expected = p * n
-    big = expected >= 5
-    observed = torch.cat([counts[big], counts[~big].sum()[None]])
-    expected = torch.cat([expected[big], expected[~big].sum()[None]])
-    chi2 = ((observed - expected) ** 2 / expected.clamp_min(1e-9)).sum()
-    dof = len(observed) - 1
-    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), chi2 / 2))
-
-
 def test_sampled_first_token_follows_the_target(head_pair):
     """Speculative sampling with the head: the first new token over many seeds is distributed
     as p_target at T = 1, while the head's own first drafts (its q, before verification) are
@@ -155,8 +142,8 @@ def test_sampled_first_token_follows_the_target(head_pair):
         event = next(iter(speculative_generate(head_pair, ids, s, drafter=FeatureDrafter(head_pair.draft, "cpu"))))
         emitted[event.emitted_ids[0]] += 1
         drafted[event.draft_ids[0]] += 1
-    assert _chi2_p_value(emitted, p) > 1e-3
-    assert _chi2_p_value(drafted, p) < 1e-3
+    assert chi2_p_value(emitted, p) > 1e-3
+    assert chi2_p_value(drafted, p) < 1e-3
 
 
 def test_lossless_lesson_drafts_with_the_heads_features(head_pair):

@@ -177,7 +177,7 @@ def test_kinds_choose_an_extra_rounds_prompts():
     from argparse import Namespace
     from research.diverse_data import shard_name
     args = Namespace(heldout=False, round=5, temperature=0.7, continue_from=None, kinds=["summarise", "languages"],
-                     pool="diverse")
+                     pool="diverse", writer="target")
     assert shard_name(args) == "diverse_r5_T0.7_languages+summarise"
     assert shard_name(Namespace(**{**vars(args), "kinds": [], "continue_from": "x"})) == "diverse_c5_T0.7"
     assert shard_name(Namespace(**{**vars(args), "kinds": [], "pool": "typed"})) == "typed_r5_T0.7"
