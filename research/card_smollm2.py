@@ -428,8 +428,9 @@ RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
 DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5", "6", "7"))  # the app's defaults, per fine-tune
 # benchmarks/defaults_speedup.py runs, each shown while its last --draft is the shipped draft:
-# --threads default 1 (24 prompts), then torch's default threads alone over 48 prompts
-CURRENT_RUNS = (RUNS / "defaults_threads.jsonl", RUNS / "defaults_48prompts.jsonl")
+# --threads default 1 (24 prompts), then torch's default threads alone over 48 prompts (the sixth, the seventh)
+CURRENT_RUNS = (RUNS / "defaults_threads.jsonl", RUNS / "defaults_48prompts.jsonl",
+                RUNS / "defaults_seventh_48prompts.jsonl")
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
