@@ -210,8 +210,8 @@ def load_writer(path: Path | None):
     """The draft that writes a --writer draft round (float32, eval): `path`, or the shipped one."""
     import torch
     from transformers import AutoModelForCausalLM
-    from app.assets import DEMO_MODELS_DIR
-    return AutoModelForCausalLM.from_pretrained(path or DEMO_MODELS_DIR / "smollm2_draft", dtype=torch.float32).eval()
+    from app.assets import SMOLLM2_DRAFT_DIR
+    return AutoModelForCausalLM.from_pretrained(path or SMOLLM2_DRAFT_DIR, dtype=torch.float32).eval()
 
 
 def make_shard(args) -> None:
