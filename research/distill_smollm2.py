@@ -118,7 +118,9 @@ def sample_rows(model, tok, prompt_rows: list[list[int]], temperature: float, ba
     """The target's sampled continuations of prompt token rows, `batch` rows a generate call
     (left-padded). Each example: ids [L] (prompt + reply, EOS included), first = the position
     whose output predicts the first reply token, and the teacher's top-K at positions
-    first .. first + n - 1 (from generate's raw logits: no second pass)."""
+    first .. first + n - 1 (from generate's raw logits: no second pass). Batches stop at
+    `deadline`, but the first always runs: a time cap on a slow or busy CPU never leaves a round
+    empty."""
     from transformers import GenerationConfig
     cfg = GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
                            max_new_tokens=MAX_NEW, pad_token_id=tok.pad_token_id,
@@ -126,7 +128,7 @@ def sample_rows(model, tok, prompt_rows: list[list[int]], temperature: float, ba
                            return_dict_in_generate=True)
     out = []
     for i in range(0, len(prompt_rows), batch):
-        if time.time() > deadline:
+        if i and time.time() > deadline:
             print(f"  time cap: stopping after {i} prompts", flush=True)
             break
         rows = prompt_rows[i:i + batch]

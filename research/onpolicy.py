@@ -54,11 +54,11 @@ def scored_rows(draft, teacher, tok, prompt_rows: list[list[int]], temperature: 
     """research.distill_smollm2.sample_rows' examples (ids, first, the teacher's top-K at every
     reply position) with the draft writing the replies: `batch` prompts at a time, each batch
     written by the draft (seed + its offset) then scored by one teacher forward (teacher_topk),
-    until `deadline`."""
+    until `deadline` (the first batch always runs, as in sample_rows)."""
     from research.distill_smollm2 import teacher_topk
     out: list[dict] = []
     for i in range(0, len(prompt_rows), batch):
-        if time.time() > deadline:
+        if i and time.time() > deadline:
             print(f"  time cap: stopping after {i} prompts", flush=True)
             break
         written = draft_rows(draft, tok, prompt_rows[i:i + batch], temperature, seed + i, max_new)

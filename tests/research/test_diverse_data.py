@@ -112,6 +112,8 @@ def test_a_batched_shard_keeps_the_teachers_top_k_and_both_turns(embedded_pair, 
     monkeypatch.setattr(distill, "TOP_K", 4)
     pool = [p for p in prompts() if p["kind"] == "multiturn"][:1] + [p for p in prompts() if p["kind"] == "maths"][:2]
     out = shard(model, tok, pool, 0.7, batch=2, seed=0, deadline=float("inf"))
+    rows = [chat_ids(tok, p["messages"]) for p in pool]
+    assert len(distill.sample_rows(model, tok, rows, 0.7, 2, 0, deadline=0.0)) == 2   # a past cap: one batch
     assert sorted((e["prompt_id"], e["turn"]) for e in out) == sorted(
         [(p["id"], 1) for p in pool] + [(pool[0]["id"], 2)])
     for e in out:
