@@ -24,6 +24,16 @@ AFTER_RUN_SCREENSHOT = README_SCREENSHOT.with_name("live-tab-after-run.png")
 pytestmark = pytest.mark.browser
 
 
+
+# [top, bottom] of the status line and of its progress bar, or null until both are laid out
+LOADING_BOXES = """() => {
+    const status = document.querySelector("#sd-status");
+    const bar = status && status.querySelector("[data-testid=status-tracker] .progress-level");
+    if (!bar) return null;
+    const a = status.getBoundingClientRect(), b = bar.getBoundingClientRect();
+    return a.height > 0 && b.height > 0 ? [a.top, a.bottom, b.top, b.bottom] : null;
+}"""
+
 def _missing() -> str | None:
     if not os.path.exists(CHROMIUM):
         return f"{CHROMIUM} is missing (apt-get install chromium)"
@@ -118,8 +128,10 @@ def test_first_screen_then_run_keeps_the_stream_on_screen(page):
     # the loading stage (app.runner.prepare's progress) shows in the status line's box
     tracker = page.locator("#sd-status [data-testid=status-tracker]")
     tracker.get_by_text("loading model pair embedded").wait_for(timeout=30_000)
-    status, shown = page.locator("#sd-status").bounding_box(), tracker.locator(".progress-level").bounding_box()
-    assert status["y"] <= shown["y"] and shown["y"] + shown["height"] <= status["y"] + status["height"]
+    # both boxes read in one frame, once both are laid out: two separate reads raced a re-render
+    # of the status line on a busy machine (one of them None)
+    top, bottom, shown_top, shown_bottom = page.wait_for_function(LOADING_BOXES, timeout=30_000).json_value()
+    assert top <= shown_top and shown_bottom <= bottom
     # the old line is hidden once the stage shows (Gradio marks it pending a frame or so after the
     # stage text appears, so wait a little: well inside the LOAD_S pause, which it must not outlast)
     hidden = "() => !document.querySelector('#sd-status').innerText.includes('Press Run')"
