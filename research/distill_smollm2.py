@@ -112,6 +112,21 @@ def replies(model, tok, prompts: list[str], temperature: float, batch: int, seed
     return sample_rows(model, tok, [chat_ids(tok, p) for p in prompts], temperature, batch, seed, deadline)
 
 
+def left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows -> (ids [b, width] left-padded with `pad`, attention mask [b, width]) for one
+    generate call: every row's last token at the same position, so new tokens follow it."""
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])            # [b, width]
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def reply_length(new: torch.Tensor, eos: int) -> int:
+    """How many of a row's generated tokens [n_new] are its reply: through the first EOS, or all."""
+    at = (new == eos).nonzero()
+    return int(at[0]) + 1 if len(at) else len(new)
+
+
 @torch.inference_mode()
 def sample_rows(model, tok, prompt_rows: list[list[int]], temperature: float, batch: int, seed: int,
                 deadline: float) -> list[dict]:
@@ -132,17 +147,15 @@ def sample_rows(model, tok, prompt_rows: list[list[int]], temperature: float, ba
             print(f"  time cap: stopping after {i} prompts", flush=True)
             break
         rows = prompt_rows[i:i + batch]
-        width = max(map(len, rows))
-        ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])  # [b, width]
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        ids, mask = left_padded(rows, tok.pad_token_id)                  # [b, width]
+        width = ids.shape[1]
         torch.manual_seed(seed + i)
         gen = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
                              generation_config=cfg)
         new = gen.sequences[:, width:].cpu()                            # [b, n_new]
         tk_ids, tk_lp = (t.cpu() for t in topk_of(torch.stack(gen.logits, 1)))  # [b, n_new, K]
         for b, row in enumerate(rows):
-            eos = (new[b] == tok.eos_token_id).nonzero()
-            n = int(eos[0]) + 1 if len(eos) else new.shape[1]
+            n = reply_length(new[b], tok.eos_token_id)
             out.append({"ids": torch.tensor(row + new[b, :n].tolist()), "first": len(row) - 1,
                         "tk_ids": tk_ids[b, :n].clone(), "tk_lp": tk_lp[b, :n].clone()})
         print(f"  T={temperature}: {i + len(rows)}/{len(prompt_rows)} prompts, "

@@ -6,8 +6,9 @@ at every position as the label, and found such student-written data gave the bes
 of the data sources it compared. Here it is also the cheaper source: on a CPU, sampling the
 135M target is the slow part of the draft's data (research/RESULTS.md), while the draft writes a
 reply in a fraction of the time and the teacher's top-K at every position of a fixed reply is
-one batched forward (research.distill_smollm2.teacher_topk), about three times the fresh
-positions an hour. The labels stay the teacher's exactly; only the prefixes come from the draft.
+one batched forward (research.distill_smollm2.teacher_topk): about 1.5 times the fresh
+positions an hour of sampling the target, on the dev CPU (research/RESULTS.md, "Replies written
+by the draft"). The labels stay the teacher's exactly; only the prefixes come from the draft.
 
     MKL_CBWR=AVX512 python -m research.diverse_data --cache DIR --round 0 --pool typed --writer draft
 """
@@ -18,6 +19,7 @@ import time
 import torch
 
 from app.draft_vocab import DraftVocab
+from research.distill_smollm2 import left_padded, reply_length, teacher_topk
 
 
 @torch.inference_mode()
@@ -35,16 +37,14 @@ def draft_rows(draft, tok, prompt_rows: list[list[int]], temperature: float, see
     cfg = GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new,
                            pad_token_id=row(tok.pad_token_id), eos_token_id=row(tok.eos_token_id),
                            suppress_tokens=[vocab.other] if vocab else None)
-    width = max(map(len, prompt_rows))
-    ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in prompt_rows])  # [b, width]
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in prompt_rows])
+    ids, mask = left_padded(prompt_rows, tok.pad_token_id)                      # [b, width] target ids
+    width = ids.shape[1]
     torch.manual_seed(seed)
     gen = draft.generate(input_ids=to_rows(ids), attention_mask=mask, generation_config=cfg)
     new = to_ids(gen[:, width:])                                                 # [b, n_new] target ids
     out = []
     for b, r in enumerate(prompt_rows):
-        eos = (new[b] == tok.eos_token_id).nonzero()
-        n = int(eos[0]) + 1 if len(eos) else new.shape[1]
+        n = reply_length(new[b], tok.eos_token_id)
         out.append({"ids": torch.tensor(r + new[b, :n].tolist()), "first": len(r) - 1})
     return out
 
@@ -55,7 +55,6 @@ def scored_rows(draft, teacher, tok, prompt_rows: list[list[int]], temperature: 
     reply position) with the draft writing the replies: `batch` prompts at a time, each batch
     written by the draft (seed + its offset) then scored by one teacher forward (teacher_topk),
     until `deadline` (the first batch always runs, as in sample_rows)."""
-    from research.distill_smollm2 import teacher_topk
     out: list[dict] = []
     for i in range(0, len(prompt_rows), batch):
         if i and time.time() > deadline:

@@ -23,8 +23,6 @@ AFTER_RUN_SCREENSHOT = README_SCREENSHOT.with_name("live-tab-after-run.png")
 
 pytestmark = pytest.mark.browser
 
-
-
 # [top, bottom] of the status line and of its progress bar, or null until both are laid out
 LOADING_BOXES = """() => {
     const status = document.querySelector("#sd-status");
@@ -33,6 +31,7 @@ LOADING_BOXES = """() => {
     const a = status.getBoundingClientRect(), b = bar.getBoundingClientRect();
     return a.height > 0 && b.height > 0 ? [a.top, a.bottom, b.top, b.bottom] : null;
 }"""
+
 
 def _missing() -> str | None:
     if not os.path.exists(CHROMIUM):

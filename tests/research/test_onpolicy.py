@@ -13,8 +13,8 @@ TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor 
 
 @pytest.fixture(scope="module")
 def writer(tiny_pair, tmp_path_factory):
-    """(partial draft, the target ids it cannot propose): the tiny draft without 20 ids, the
-    three the target likes best after the prompt among them."""
+    """(partial draft, the target ids it cannot propose): the tiny draft without the 20 ids it
+    likes best after the prompt, so its kept distribution is far from its full one there."""
     tok = tiny_pair.tokenizer
     ids = tok("It is a truth", add_special_tokens=False)["input_ids"]
     with torch.no_grad():
