@@ -641,6 +641,16 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
         widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"], **_run_fields(train))
 
 
+ORDINALS = ("First", "Second", "Third", "Fourth", "Fifth", "Sixth", "Seventh", "Eighth", "Ninth", "Tenth")
+
+
+def _ordinal(n: int) -> str:
+    """"First" … "Tenth", then "11th", "21st", "22nd", …: a fine-tune's heading in the card."""
+    if n <= len(ORDINALS):
+        return ORDINALS[n - 1]
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
 def _finetune(train: dict, runs: dict) -> str:
     """The fine-tunes' section from the train logs (research.distill_smollm2.lineage: each
     train_draft --resume --shards run) and the runs (read_finetune_runs: the realistic-set and
@@ -648,8 +658,7 @@ def _finetune(train: dict, runs: dict) -> str:
     chain = lineage(train)
     if len(chain) == 1:
         return ""
-    ordinals = ("First", "Second", "Third", "Fourth", "Fifth", "Sixth", "Seventh")
-    steps = "\n".join(_finetune_step(log, parent, f"{ordinals[i]} fine-tune" if len(chain) > 2 else "The fine-tune")
+    steps = "\n".join(_finetune_step(log, parent, f"{_ordinal(i + 1)} fine-tune" if len(chain) > 2 else "The fine-tune")
                       for i, (parent, log) in enumerate(zip(chain, chain[1:])))
     times = {2: "", 3: " twice"}.get(len(chain), f" {len(chain) - 1} times")
     labels = {"before": "before the fine-tunes", "after": "after the first fine-tune"} if len(chain) > 2 else None

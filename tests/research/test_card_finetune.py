@@ -4,7 +4,7 @@ import copy
 import json
 
 from app.assets import SMOLLM2_DRAFT_DIR
-from research.card_smollm2 import _finetune_step
+from research.card_smollm2 import _finetune_step, _ordinal
 from research.distill_smollm2 import lineage
 from research.typed_prompts import prompts
 
@@ -61,3 +61,9 @@ def test_the_card_names_mkls_code_path_only_as_the_train_log_records_it():
     assert card._mkl({"mkl_cbwr": None}) == ""
     assert card._mkl({"mkl_cbwr": "AVX2"}) == " (with `MKL_CBWR=AVX2`)"
     assert card._mkl({}) == " (with `MKL_CBWR=AVX512`)"
+
+
+def test_every_fine_tune_gets_a_heading_however_many_there_are():
+    assert [_ordinal(n) for n in (1, 7, 8, 10)] == ["First", "Seventh", "Eighth", "Tenth"]
+    assert [_ordinal(n) for n in (11, 12, 13, 21, 22, 23, 101, 111)] == [
+        "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th"]
