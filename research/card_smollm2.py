@@ -426,7 +426,14 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
-DEFAULTS_RUNS = tuple(RUNS / f"defaults_finetune{n}.jsonl" for n in ("", "2", "3", "4", "5", "6", "7", "8"))  # the app's defaults, per fine-tune
+
+
+def defaults_run(step: int) -> Path:
+    """The app's defaults timed for the `step`-th fine-tune (benchmarks/defaults_speedup.py --draft
+    REPLACED THIS): defaults_finetune.jsonl for the first, defaults_finetuneN.jsonl for the Nth."""
+    return RUNS / f"defaults_finetune{'' if step == 1 else step}.jsonl"
+
+
 # benchmarks/defaults_speedup.py runs, each shown while its last --draft is the shipped draft:
 # --threads default 1 (24 prompts), then torch's default threads alone over 48 prompts (the sixth, the seventh)
 CURRENT_RUNS = (RUNS / "defaults_threads.jsonl", RUNS / "defaults_48prompts.jsonl",
@@ -559,7 +566,7 @@ def _defaults_side(row: dict) -> str:
 def _defaults_speed(rows: list[dict] | None, name: str = "") -> str:
     """The app's defaults (python -m app generate --baseline: roofline depth, fast path and int8
     chosen by timing), the draft this one replaced and this one one after the other per prompt
-    (DEFAULTS_RUNS), each configuration (_defaults_side) by its median over prompts of a
+    (defaults_run), each configuration (_defaults_side) by its median over prompts of a
     prompt's median speed-up, and the goal's verdict for this draft (its last rows' "draft"; at
     torch's default threads where the rows vary them); "" without them."""
     if not rows:
@@ -678,7 +685,7 @@ def weights_sha256(draft_dir: Path = SMOLLM2_DRAFT_DIR) -> str:
 def read_finetune_runs(steps: int = 1) -> dict:
     """The fine-tunes' measurements where they exist: "realistic" (FINETUNE_COMPARE), "step"
     (FINETUNE_STEP_COMPARE), "templates" (FINETUNE_TEMPLATES), "speed" ({"before", "after"}:
-    SPEED_RUNS' rows), "defaults" ((rows, file name) of the last of `steps` fine-tunes' DEFAULTS_RUNS),
+    SPEED_RUNS' rows), "defaults" ((rows, file name) of the last of `steps` fine-tunes' defaults_run),
     "current" ([(rows, file name)] of CURRENT_RUNS that timed the shipped draft)."""
     from research.eval_report import read_rows
     runs = {key: json.loads(path.read_text()) for key, path in
@@ -686,8 +693,8 @@ def read_finetune_runs(steps: int = 1) -> dict:
              ("step", SMOLLM2_DRAFT_DIR / FINETUNE_STEP_COMPARE))
             if path.is_file()}
     runs["speed"] = {side: read_rows(path) for side, path in SPEED_RUNS.items() if path.is_file()}
-    if 0 < steps <= len(DEFAULTS_RUNS) and DEFAULTS_RUNS[steps - 1].is_file():
-        runs["defaults"] = (read_rows(DEFAULTS_RUNS[steps - 1]), DEFAULTS_RUNS[steps - 1].name)
+    if steps > 0 and (path := defaults_run(steps)).is_file():
+        runs["defaults"] = (read_rows(path), path.name)
     for path in filter(Path.is_file, CURRENT_RUNS):  # shown only while its last --draft is the shipped one
         rows = read_rows(path)
         if max(rows, key=lambda r: r.get("draft_index", 0)).get("draft_sha256") == weights_sha256():

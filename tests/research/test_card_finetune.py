@@ -67,3 +67,10 @@ def test_every_fine_tune_gets_a_heading_however_many_there_are():
     assert [_ordinal(n) for n in (1, 7, 8, 10)] == ["First", "Seventh", "Eighth", "Tenth"]
     assert [_ordinal(n) for n in (11, 12, 13, 21, 22, 23, 101, 111)] == [
         "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th"]
+
+
+def test_each_committed_defaults_run_belongs_to_one_fine_tune():
+    from research.card_smollm2 import RUNS, defaults_run
+    files = sorted(RUNS.glob("defaults_finetune*.jsonl"))
+    assert files == sorted(defaults_run(step) for step in range(1, len(files) + 1))
+    assert defaults_run(1).name == "defaults_finetune.jsonl" and defaults_run(12).name == "defaults_finetune12.jsonl"
