@@ -11,6 +11,7 @@ those commands wrote.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -434,10 +435,11 @@ def defaults_run(step: int) -> Path:
     return RUNS / f"defaults_finetune{'' if step == 1 else step}.jsonl"
 
 
-# benchmarks/defaults_speedup.py runs, each shown while its last --draft is the shipped draft:
-# --threads default 1 (24 prompts), then torch's default threads alone over 48 prompts (the sixth, the seventh)
-CURRENT_RUNS = (RUNS / "defaults_threads.jsonl", RUNS / "defaults_48prompts.jsonl",
-                RUNS / "defaults_seventh_48prompts.jsonl")
+def current_runs() -> list[Path]:
+    """The other benchmarks/defaults_speedup.py runs (RUNS/defaults_*.jsonl that are no fine-tune's
+    defaults_run: --threads default 1, or one draft over 48 prompts), by name; the card shows each
+    while its last --draft is the shipped draft, so a new draft's run needs no list kept by hand."""
+    return sorted(p for p in RUNS.glob("defaults_*.jsonl") if not re.fullmatch(r"defaults_finetune\d*\.jsonl", p.name))
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 
@@ -686,7 +688,7 @@ def read_finetune_runs(steps: int = 1) -> dict:
     """The fine-tunes' measurements where they exist: "realistic" (FINETUNE_COMPARE), "step"
     (FINETUNE_STEP_COMPARE), "templates" (FINETUNE_TEMPLATES), "speed" ({"before", "after"}:
     SPEED_RUNS' rows), "defaults" ((rows, file name) of the last of `steps` fine-tunes' defaults_run),
-    "current" ([(rows, file name)] of CURRENT_RUNS that timed the shipped draft)."""
+    "current" ([(rows, file name)] of current_runs() that timed the shipped draft)."""
     from research.eval_report import read_rows
     runs = {key: json.loads(path.read_text()) for key, path in
             (("realistic", SMOLLM2_DRAFT_DIR / FINETUNE_COMPARE), ("templates", SMOLLM2_DRAFT_DIR / FINETUNE_TEMPLATES),
@@ -695,7 +697,7 @@ def read_finetune_runs(steps: int = 1) -> dict:
     runs["speed"] = {side: read_rows(path) for side, path in SPEED_RUNS.items() if path.is_file()}
     if steps > 0 and (path := defaults_run(steps)).is_file():
         runs["defaults"] = (read_rows(path), path.name)
-    for path in filter(Path.is_file, CURRENT_RUNS):  # shown only while its last --draft is the shipped one
+    for path in current_runs():  # shown only while its last --draft is the shipped one
         rows = read_rows(path)
         if max(rows, key=lambda r: r.get("draft_index", 0)).get("draft_sha256") == weights_sha256():
             runs.setdefault("current", []).append((rows, path.name))

@@ -40,15 +40,15 @@ def test_the_first_pool_is_described_only_when_its_rounds_are_there():
 
 
 def test_a_current_run_is_shown_only_for_the_draft_it_timed(tmp_path, monkeypatch):
-    """CURRENT_RUNS (benchmarks/defaults_speedup.py rows) enters the card while its last --draft's
-    weights hash is the shipped draft's; once another draft ships, it drops out."""
+    """A current run (benchmarks/defaults_speedup.py rows, found by current_runs) enters the card while
+    its last --draft's weights hash is the shipped draft's; once another draft ships, it drops out."""
     import research.card_smollm2 as card
     row = {"id": "p", "draft": "d", "draft_index": 1, "threads": "default", "speedup": {"median": 1.4, "n": 3},
            "identical": True, "load_avg": [0.1, 0.2], "command": "c",
            "settings": {"gamma": 4, "depth_policy": "roofline", "max_new_tokens": 64}}
     old = {**row, "draft_index": 0, "draft_sha256": "0" * 16}
     path = tmp_path / "defaults_threads.jsonl"
-    monkeypatch.setattr(card, "CURRENT_RUNS", (path, tmp_path / "absent.jsonl"))
+    monkeypatch.setattr(card, "RUNS", tmp_path)
     for sha, shown in ((card.weights_sha256(), True), ("f" * 16, False)):
         path.write_text("\n".join(json.dumps(r) for r in ({**row, "draft_sha256": sha}, old)) + "\n")
         assert card.read_finetune_runs(6).get("current", [(None, None)])[0][1] == (path.name if shown else None)
@@ -67,6 +67,16 @@ def test_every_fine_tune_gets_a_heading_however_many_there_are():
     assert [_ordinal(n) for n in (1, 7, 8, 10)] == ["First", "Seventh", "Eighth", "Tenth"]
     assert [_ordinal(n) for n in (11, 12, 13, 21, 22, 23, 101, 111)] == [
         "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th"]
+
+
+def test_current_runs_are_the_defaults_runs_that_belong_to_no_fine_tune(tmp_path, monkeypatch):
+    import research.card_smollm2 as card
+    names = ("defaults_finetune.jsonl", "defaults_finetune9.jsonl", "defaults_threads.jsonl",
+             "defaults_ninth_48prompts.jsonl", "eval_speed_parent.jsonl")
+    for name in names:
+        (tmp_path / name).write_text("")
+    monkeypatch.setattr(card, "RUNS", tmp_path)
+    assert [p.name for p in card.current_runs()] == ["defaults_ninth_48prompts.jsonl", "defaults_threads.jsonl"]
 
 
 def test_each_committed_defaults_run_belongs_to_one_fine_tune():
