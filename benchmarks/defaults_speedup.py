@@ -55,16 +55,22 @@ def generate_args(draft: str, threads: str, out_json: str, prompt: str) -> list[
             "--draft", draft, "--baseline", *flags, "--json", out_json, "--prompt", prompt]
 
 
+CHOICES = ("fast_path_choice", "draft_int8_choice", "policy_note")  # app.runner.choose_paths' and the policy's notes
+
+
 def run_once(draft: str, threads: str, prompt: str, env: dict) -> dict:
     """One timed run -> the trace's summary (python -m app trace --json), with the torch
-    thread count the run recorded."""
+    thread count the run recorded and its measured choices in words (CHOICES: why the fast path,
+    the int8 draft and the depth came out as they did, so a run that fell back to plain
+    decoding says what it timed)."""
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(generate_args(draft, threads, f"{tmp}/t.json", prompt), check=True, cwd=ROOT, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         subprocess.run([sys.executable, "-m", "app", "trace", f"{tmp}/t.json", "--json", f"{tmp}/s.json"],
                        check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-        threads_used = json.loads(Path(f"{tmp}/t.json").read_text())["recorded"]["threads"]
-        return {**json.loads(Path(f"{tmp}/s.json").read_text()), "threads": threads_used}
+        trace = json.loads(Path(f"{tmp}/t.json").read_text())
+        return {**json.loads(Path(f"{tmp}/s.json").read_text()), "threads": trace["recorded"]["threads"],
+                "choices": {k: trace["settings"].get(k) for k in CHOICES}}
 
 
 def row_of(pid: str, label: str, threads: str, s: dict, load: list[float], draft_index: int = 0,
@@ -83,7 +89,7 @@ def row_of(pid: str, label: str, threads: str, s: dict, load: list[float], draft
             "new_tokens": s["new_tokens"], "identical": s["baseline"]["identical"],
             "tokens_per_s": s.get("tokens_per_s"), "baseline_tokens_per_s": s["baseline"].get("tokens_per_s"),
             "settings": {k: {**s["settings"], "depth_policy": s["depth_policy"]}[k] for k in keep},
-            "load_avg": load, "cpu": f"{_cpu_name()}, {os.cpu_count()} cores ({torch.backends.cpu.get_cpu_capability()})",
+            "choices": s.get("choices"), "load_avg": load, "cpu": f"{_cpu_name()}, {os.cpu_count()} cores ({torch.backends.cpu.get_cpu_capability()})",
             "command": f"python -m app generate --target gguf:smollm2-135m-instruct --draft DIR --baseline{flag} PROMPT"}
 
 

@@ -1,6 +1,7 @@
 """benchmarks/defaults_speedup.py without running a decode: the command of each run, the
 interleaving of configurations, and the summary's numbers from given rows."""
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,17 @@ def test_summary_gives_each_configurations_median_range_identical_count_and_rati
     assert lines[1].startswith("d, threads 1: median 1.00x") and "identical 3/3" in lines[1]
     # per-prompt ratios threads 1 / default: 0.667, 1.0, 0.5 -> median 0.667
     assert "median per-prompt ratio 0.67 (0.50-1.00)" in lines[2]
+
+
+def test_a_row_keeps_the_runs_measured_choices_in_words():
+    """A run that fell back to plain decoding must say what it timed: the trace's settings notes
+    (app.runner.choose_paths, the depth policy) go into the row under "choices"."""
+    from app.assets import RECORDED_DIR
+    settings = json.loads(sorted(RECORDED_DIR.glob("cpu-*.json"))[0].read_text())["settings"]  # a gallery trace
+    assert set(bench.CHOICES) <= set(settings)  # the keys the app writes into a trace
+    s = {"speedup_spread": {"median": 1.0, "n": 3}, "mean_acceptance_length": None, "new_tokens": 64,
+         "baseline": {"identical": True, "tokens_per_s": 20.0}, "tokens_per_s": 20.0, "depth_policy": "roofline",
+         "settings": {k: settings.get(k) for k in ("gamma", "fast", "draft_int8", "max_new_tokens", "temperature")},
+         "choices": {k: settings[k] for k in bench.CHOICES}}
+    r = bench.row_of("code-01", "d", "default", s, [1.0, 1.1])
+    assert r["choices"]["fast_path_choice"].startswith(("on:", "off:")) and r["mean_acceptance_length"] == 0
