@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from app.trace import shown_text
+from app.trace import CHOICE_NOTES, shown_text
 
 FATE_ANSI = {"accepted": "32", "rejected": "9;31", "correction": "34", "bonus": "35", "target": "0"}
 
@@ -45,8 +45,7 @@ def summary_lines(trace) -> list[str]:
         if b.identical is not None:
             lines.append(f"greedy outputs identical: {'yes' if b.identical else 'NO'}")
     settings = trace.settings or {}
-    for key, name in (("policy_note", "depth policy"), ("fast_path_choice", "fast path"),
-                      ("draft_int8_choice", "int8 draft")):
+    for key, name in CHOICE_NOTES.items():
         if settings.get(key):
             lines.append(f"{name:<22} {settings[key]}")
     return lines

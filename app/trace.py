@@ -22,6 +22,9 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 
 FATES = ("accepted", "rejected", "correction", "bonus", "target")
+# Trace.settings keys that say, in words, what a run measured before it chose (app.runner.choose_paths'
+# fast path and int8 draft, app.engine's depth policy), with the label the CLI prints each under.
+CHOICE_NOTES = {"policy_note": "depth policy", "fast_path_choice": "fast path", "draft_int8_choice": "int8 draft"}
 # 1: the exports before versioning (no schema_version). 2: schema_version written, Trace.recorded
 # added (who made the run, when, at which commit), and Trace.device may hold the device's name
 # and measured ceilings (app.hardware.Ceilings.to_dict()). Version 1 files load as they are.

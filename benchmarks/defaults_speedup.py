@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.trace import CHOICE_NOTES  # noqa: E402
 from research.eval_report import median_ci  # noqa: E402  (after the path: run as a script)
 from research.eval_set import load  # noqa: E402
 
@@ -55,12 +56,11 @@ def generate_args(draft: str, threads: str, out_json: str, prompt: str) -> list[
             "--draft", draft, "--baseline", *flags, "--json", out_json, "--prompt", prompt]
 
 
-CHOICES = ("fast_path_choice", "draft_int8_choice", "policy_note")  # app.runner.choose_paths' and the policy's notes
 
 
 def run_once(draft: str, threads: str, prompt: str, env: dict) -> dict:
     """One timed run -> the trace's summary (python -m app trace --json), with the torch
-    thread count the run recorded and its measured choices in words (CHOICES: why the fast path,
+    thread count the run recorded and its measured choices in words (app.trace.CHOICE_NOTES: why the fast path,
     the int8 draft and the depth came out as they did, so a run that fell back to plain
     decoding says what it timed)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,7 +70,7 @@ def run_once(draft: str, threads: str, prompt: str, env: dict) -> dict:
                        check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
         trace = json.loads(Path(f"{tmp}/t.json").read_text())
         return {**json.loads(Path(f"{tmp}/s.json").read_text()), "threads": trace["recorded"]["threads"],
-                "choices": {k: trace["settings"].get(k) for k in CHOICES}}
+                "choices": {k: trace["settings"].get(k) for k in CHOICE_NOTES}}
 
 
 def row_of(pid: str, label: str, threads: str, s: dict, load: list[float], draft_index: int = 0,

@@ -427,19 +427,20 @@ FINETUNE_STEP_COMPARE = "compare_realistic_step.json"  # the draft this one repl
 FINETUNE_TEMPLATES = "compare_templates.json"  # the same two drafts as FINETUNE_COMPARE, on template prompts
 RUNS = Path(__file__).with_name("runs")
 SPEED_RUNS = {"before": RUNS / "eval_speed_parent.jsonl", "after": RUNS / "eval_speed_finetuned.jsonl"}  # 1st fine-tune
+FINETUNE_RUN = "defaults_finetune"  # each fine-tune's defaults_run: this name, its step (none for the first)
 
 
 def defaults_run(step: int) -> Path:
     """The app's defaults timed for the `step`-th fine-tune (benchmarks/defaults_speedup.py --draft
     REPLACED THIS): defaults_finetune.jsonl for the first, defaults_finetuneN.jsonl for the Nth."""
-    return RUNS / f"defaults_finetune{'' if step == 1 else step}.jsonl"
+    return RUNS / f"{FINETUNE_RUN}{'' if step == 1 else step}.jsonl"
 
 
 def current_runs() -> list[Path]:
     """The other benchmarks/defaults_speedup.py runs (RUNS/defaults_*.jsonl that are no fine-tune's
     defaults_run: --threads default 1, or one draft over 48 prompts), by name; the card shows each
     while its last --draft is the shipped draft, so a new draft's run needs no list kept by hand."""
-    return sorted(p for p in RUNS.glob("defaults_*.jsonl") if not re.fullmatch(r"defaults_finetune\d*\.jsonl", p.name))
+    return sorted(p for p in RUNS.glob("defaults_*.jsonl") if not re.fullmatch(rf"{FINETUNE_RUN}\d*\.jsonl", p.name))
 
 FINETUNE = """## Fine-tuned for realistic requests (issue 42)
 

@@ -132,3 +132,16 @@ def test_nan_logits_are_one_line_in_the_cli(capsys, tiny_dirs, monkeypatch):
     monkeypatch.setattr(app.engine, "timed_forward", poisoned)
     code, _, err = cli(capsys, "generate", "--prompt", "It is", "--target", tiny_dirs[0], "--draft", tiny_dirs[1])
     assert code == 2 and "NaN or inf logits" in err and err.count("\n") == 1
+
+
+def test_the_summary_says_what_each_choice_measured():
+    """A recorded run's choices in words (app.trace.CHOICE_NOTES: depth policy, fast path, int8
+    draft) each get a line under their label, with the trace's own words."""
+    from app.assets import RECORDED_DIR
+    from app.cli import summary_lines
+    from app.recorded import load_trace
+    from app.trace import CHOICE_NOTES
+    trace = load_trace(sorted(RECORDED_DIR.glob("cpu-*.json"))[0])
+    lines = summary_lines(trace)
+    for key, label in CHOICE_NOTES.items():
+        assert f"{label:<22} {trace.settings[key]}" in lines

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from app.trace import CHOICE_NOTES
+
 SPEC = importlib.util.spec_from_file_location("defaults_speedup", Path(__file__).parents[1] / "benchmarks/defaults_speedup.py")
 bench = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(bench)
@@ -67,10 +69,10 @@ def test_a_row_keeps_the_runs_measured_choices_in_words():
     (app.runner.choose_paths, the depth policy) go into the row under "choices"."""
     from app.assets import RECORDED_DIR
     settings = json.loads(sorted(RECORDED_DIR.glob("cpu-*.json"))[0].read_text())["settings"]  # a gallery trace
-    assert set(bench.CHOICES) <= set(settings)  # the keys the app writes into a trace
+    assert set(CHOICE_NOTES) <= set(settings)  # the keys the app writes into a trace
     s = {"speedup_spread": {"median": 1.0, "n": 3}, "mean_acceptance_length": None, "new_tokens": 64,
          "baseline": {"identical": True, "tokens_per_s": 20.0}, "tokens_per_s": 20.0, "depth_policy": "roofline",
          "settings": {k: settings.get(k) for k in ("gamma", "fast", "draft_int8", "max_new_tokens", "temperature")},
-         "choices": {k: settings[k] for k in bench.CHOICES}}
+         "choices": {k: settings[k] for k in CHOICE_NOTES}}
     r = bench.row_of("code-01", "d", "default", s, [1.0, 1.1])
     assert r["choices"]["fast_path_choice"].startswith(("on:", "off:")) and r["mean_acceptance_length"] == 0
