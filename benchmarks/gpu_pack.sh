@@ -2,7 +2,7 @@
 # Packs what benchmarks/gpu_distill.sh needs beside the tracked tree into the two folders its
 # two device calls carry, and puts the tree back afterwards. Run here, never on the device.
 #
-#     bash benchmarks/gpu_pack.sh pack      # .gpu_a/ and .gpu_b/, the largest model files set aside
+#     bash benchmarks/gpu_pack.sh pack      # .gpu_a/, .gpu_b/, .gpu_c/; the largest model files set aside
 #     bash benchmarks/gpu_pack.sh sizes     # what each call would carry, against its 64 MiB
 #     bash benchmarks/gpu_pack.sh restore   # the set-aside files back: git status as before
 #
@@ -12,6 +12,9 @@
 #   .gpu_b/  gguf.part2, the wheels of gguf and transformers at     -> call 2: carry [".gpu_b"]
 #            requirements' pins (the machine's transformers is older; it reaches no registry),
 #            the shared corpus as *.txt.gz
+#   .gpu_c/  smollm2_draft/, a copy of the shipped draft           -> only for a run that trains it
+#            further (research.distill_gpu --resume): a call of its own before the run's, which
+#            copies it out (`cp -r .gpu_c/smollm2_draft /tmp/`), since its 29 MB fit beside neither part
 # For both calls the tree must shrink to a few MB, so `pack` moves the four largest tracked
 # model files (ASIDE_FILES, 52 MB; nothing the GPU route reads) to $ASIDE; `restore` moves them
 # back, and refuses to overwrite. .gitignore keeps .gpu_a/ and .gpu_b/ out of the tree (an
@@ -32,11 +35,12 @@ tree_bytes() {  # the tracked files present in the working tree
 }
 
 sizes() {
-    local tree a b
+    local tree a b c
     tree=$(tree_bytes)
     a=$(du -sb .gpu_a 2>/dev/null | cut -f1 || echo 0)
     b=$(du -sb .gpu_b 2>/dev/null | cut -f1 || echo 0)
-    for call in "1 .gpu_a ${a:-0}" "2 .gpu_b ${b:-0}"; do
+    c=$(du -sb .gpu_c 2>/dev/null | cut -f1 || echo 0)
+    for call in "1 .gpu_a ${a:-0}" "2 .gpu_b ${b:-0}" "3 .gpu_c ${c:-0}"; do
         set -- $call
         local total=$((tree + $3)) verdict=fits
         [ "$total" -le "$LIMIT" ] || verdict="TOO LARGE"
@@ -61,6 +65,7 @@ pack() {
     for f in "${CORPUS:-../shared/corpus}"/*.txt; do
         [ -f "$f" ] && gzip -c "$f" >".gpu_b/$(basename "$f").gz"
     done
+    rm -rf .gpu_c && mkdir -p .gpu_c && cp -r demo_models/smollm2_draft .gpu_c/  # before it is set aside
     for f in "${ASIDE_FILES[@]}"; do
         mkdir -p "$ASIDE/$(dirname "$f")" && mv "$f" "$ASIDE/$f"
     done

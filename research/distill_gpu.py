@@ -3,6 +3,8 @@ device, where the target samples fresh replies instead of reading a cache.
 
     python -m research.distill_gpu --device cuda --out DIR                  # drafts in DIR/6x320 ...
     python -m research.distill_gpu --device cpu --data-minutes 0.2 ...      # the same steps, small
+    python -m research.distill_gpu --device cuda --out DIR --pools typed typed2 typed3 \
+        --resume demo_models/smollm2_draft --corpus-windows 0 --corpus-per-batch 0 --lr 3e-4 --epochs 4
 
 Why a second route: on the 2-thread CPU the draft is data-limited. It trains for 90 minutes on
 replies cached once (~1M tokens, about 5 passes over them) and memorises them: its acceptance
@@ -13,6 +15,14 @@ wide rounds of research/prompts.py; never the held-out topics), round after roun
 seeds, until `--data-minutes` is spent, then trains each `--shapes` draft on the same batches for
 at most `--epochs` passes over them or `--train-minutes`, whichever ends first.
 
+With `--pools typed typed2 typed3 --resume DIR` it is instead the GPU form of the CPU fine-tunes
+of issue 42 (research/RESULTS.md, the first to ninth fine-tunes): the saved draft in DIR (its kept
+vocabulary and weights) trains further on fresh replies to the typed pools' prompts
+(research.typed_prompts; multi-turn ones answered twice, research.diverse_data.shard), round
+after round with seeds of this route's own (pool_seed), checked on research.diverse_data's
+held-out prompts; its final weights are saved (the parent was calibrated, so its step-0 bound
+carries a logit scale training changes: calibrate after, and let the realistic set decide).
+
 Everything else is the CPU recipe's, by the same functions: replies() (T = 0.7, top-K from
 generate's logits), corpus_windows(), the 48 held-out replies that choose the checkpoint
 (HELDOUT_FOR_TRAINING), choose_vocab / make_draft (kept vocabulary, SVD-initialised tied
@@ -22,6 +32,7 @@ lr_at's schedule and save_draft (fp16, the target's tokenizer, train_log.json).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 from pathlib import Path
@@ -60,6 +71,40 @@ def sample_rounds(model, tok, prompts: list[str], batch: int, deadline: float) -
     return data, r
 
 
+def pool_seed(pool: str, r: int) -> int:
+    """The seed of round `r` of a typed pool on this route: 1,000,000 x (the pool's place in
+    research.diverse_data.POOLS + 1) + 10,000 r. Apart from every CPU round's (a pool's base +
+    1000 x round + 100 T: under 200,000) and from each other for r < 100, with room for the
+    batch offsets sample_rows adds (the batch's first row: under 10,000)."""
+    from research.diverse_data import POOLS
+    return 1_000_000 * (list(POOLS).index(pool) + 1) + 10_000 * r
+
+
+def pool_rounds(model, tok, pools: list[str], batch: int, deadline: float) -> tuple[list[dict], int]:
+    """(replies at T = MORE_T to every prompt of the typed `pools`, second turns included,
+    rounds begun): pool after pool, round after round with pool_seed's seeds, until the deadline
+    (a round cut short keeps what it made)."""
+    from research.diverse_data import shard
+    from research.typed_prompts import prompts as typed
+    asked = {pool: typed(pool=pool) for pool in pools}
+    data, r = [], 0
+    while time.time() < deadline:
+        for pool in pools:
+            if time.time() < deadline:
+                data += shard(model, tok, asked[pool], MORE_T, batch, pool_seed(pool, r), deadline)
+        r += 1
+    return data, r
+
+
+def pool_heldout(model, tok, batch: int, n: int) -> list[dict]:
+    """The replies that check a --pools run: the first `n` of research.diverse_data's held-out
+    prompts (all 48 by default) answered as its --heldout does (T = 0.7, seed 99), never trained
+    on by either route."""
+    from research.diverse_data import shard, split
+    from research.diverse_prompts import prompts
+    return shard(model, tok, split(prompts())[1][:n], 0.7, batch, 99, float("inf"))
+
+
 def parse_shape(text: str) -> dict:
     """'6x320' -> draft_shape(width=320, layers=6)."""
     layers, width = (int(v) for v in text.lower().split("x"))
@@ -75,6 +120,15 @@ class Run:
                                      fused=draft.device.type == "cuda")
         self.curve: list[dict] = []
         self.best = (-1.0, -1, None, {})  # (selecting bound, step, weights, its bounds)
+
+
+def resumed(path: Path, device: str, lr: float) -> tuple[Run, dict]:
+    """(a Run of the saved draft in `path`, named by its shape, in float32 on `device`; its train
+    log, which the new log keeps as "resumed_from")."""
+    from transformers import AutoModelForCausalLM
+    draft = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).train()
+    name = f"{draft.config.num_hidden_layers}x{draft.config.hidden_size}"
+    return Run(name, draft, lr), json.loads((path / "train_log.json").read_text())
 
 
 def check(run: Run, step: int, row: dict, held, seen, pad: int, sel: str) -> None:
@@ -114,21 +168,30 @@ def train(runs: list[Run], data, corpus, held, seen, pad: int, args) -> int:
     return step + 1
 
 
-def save(run: Run, tok, args, steps: int, log: dict, held: list[dict], seen: list[dict]) -> None:
-    """The run's best checkpoint by the held-out bound at T = 1 (the CPU recipe's choice), saved
-    by save_draft in DIR/<name> with its curve, the data log and its bounds as saved (fp16)."""
+def save(run: Run, tok, args, steps: int, log: dict, held: list[dict], seen: list[dict],
+         parent: dict | None = None) -> None:
+    """The run's best checkpoint by the held-out bound at T = 1 (the CPU recipe's choice), or,
+    for a resumed draft (`parent`: its train log), its final weights (the CPU fine-tunes'
+    --keep last), saved by save_draft in DIR/<name> with its curve, the data log and its bounds
+    as saved (fp16)."""
     final = run.curve[-1]
-    run.draft.load_state_dict(run.best[2])
+    if parent is None:
+        run.draft.load_state_dict(run.best[2])
+        step, bounds = run.best[1], run.best[3]
+    else:
+        step, bounds = steps, {k: v for k, v in final.items() if k.startswith("heldout_alpha")}
     round_as_saved(run.draft)
     out = argparse.Namespace(**{**vars(args), "out": str(Path(args.out) / run.name)})
     save_draft(run.draft, tok, out, {
-        "data": log, "steps_done": steps, "curve": run.curve, "saved_step": run.best[1], **run.best[3],
+        "data": log, "steps_done": steps, "curve": run.curve, "saved_step": step, **bounds,
+        "keep": "best" if parent is None else "last",
         "final_heldout_alpha_topk": final[bound_key(1.0)], "selected_by": bound_key(1.0),
         "as_saved": heldout_bounds(run.draft, held, tok.pad_token_id, (0.7, 1.0)),
         "seen_alpha_topk": heldout_alpha(run.draft, seen, tok.pad_token_id),  # the saved checkpoint's
         "seen_replies": len(seen), "heldout_kept_coverage": log["heldout_kept_coverage"],
         "distill_temperature": 1.0, "tvd": 0.0,
-        "autocast": "bf16" if args.bf16 else None, "seconds": log["train_seconds"]},
+        "autocast": "bf16" if args.bf16 else None, "seconds": log["train_seconds"],
+        **({"resumed_from": parent} if parent is not None else {})},
         command=COMMAND)
 
 
@@ -139,29 +202,46 @@ def main(argv=None) -> None:
     t0 = time.time()
     torch.manual_seed(args.seed)
     teacher, tok = load_gguf_model(find_smollm2_gguf(), args.device, torch.float32, progress=print)
-    held = replies(teacher, tok, heldout_prompts()[:args.heldout], 0.7, args.gen_batch, 99, float("inf"))
-    texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus]
-    corpus = corpus_windows(teacher, tok, texts, args.corpus_windows, args.gen_batch // 2, 7)
-    t_data = time.time()
-    data, rounds = sample_rounds(teacher, tok, training_prompts(), args.gen_batch, t_data + args.data_minutes * 60)
+    if args.pools:
+        held = pool_heldout(teacher, tok, args.gen_batch, args.heldout)
+    else:
+        held = replies(teacher, tok, heldout_prompts()[:args.heldout], 0.7, args.gen_batch, 99, float("inf"))
+    texts = [Path(p).read_text(encoding="utf-8") for p in args.corpus] if args.corpus_windows else []
+    corpus = corpus_windows(teacher, tok, texts, args.corpus_windows, args.gen_batch // 2, 7) if texts else []
+    t_data, deadline = time.time(), time.time() + args.data_minutes * 60
+    if args.pools:
+        data, rounds = pool_rounds(teacher, tok, args.pools, args.gen_batch, deadline)
+    else:
+        data, rounds = sample_rounds(teacher, tok, training_prompts(), args.gen_batch, deadline)
     log = {"device": device_info(args.device)["name"],
            "teacher": "SmolLM2-135M-Instruct Q4_1 GGUF, dequantised, float32", "rounds_begun": rounds,
-           "replies": len(data), "reply_tokens": sum(len(e["tk_ids"]) for e in data),
+           "prompts": args.pools or "templates", "replies": len(data),
+           "reply_tokens": sum(len(e["tk_ids"]) for e in data),
            "sample_seconds": round(time.time() - t_data, 1), "setup_seconds": round(t_data - t0, 1),
            "heldout_examples": len(held), "corpus_windows": len(corpus), "temperature": MORE_T}
     print("data:", log, flush=True)
-    kept = choose_vocab(data + corpus, special_ids(tok))
-    log["heldout_kept_coverage"] = kept_coverage(DraftVocab(kept, teacher.config.vocab_size, "cpu"), held)
-    embedding = teacher.get_input_embeddings().weight.detach().cpu()
-    runs = [Run(f"{s['num_hidden_layers']}x{s['hidden_size']}", make_draft(teacher.config, embedding, kept, s)
-                .to(args.device), args.lr) for s in map(parse_shape, args.shapes)]
+    runs, parent = start_runs(args, teacher, tok, data + corpus)
+    cfg = runs[0].draft.config  # the same kept tokens for every run; the replies are on the CPU
+    log["heldout_kept_coverage"] = kept_coverage(DraftVocab(cfg.draft_vocab_ids, cfg.target_vocab_size, "cpu"), held)
     del teacher
     t_train = time.time()
     seen = seen_sample(data, len(held), args.seed)
     steps = train(runs, data, corpus, held, seen, tok.pad_token_id, args)
     log["train_seconds"] = round(time.time() - t_train, 1)
     for run in runs:
-        save(run, tok, args, steps, log, held, seen)
+        save(run, tok, args, steps, log, held, seen, parent)
+
+
+def start_runs(args, teacher, tok, examples: list[dict]) -> tuple[list[Run], dict | None]:
+    """(the drafts to train, the resumed draft's train log or None): with --resume the saved
+    draft alone, else a new draft of each --shapes over the vocabulary choose_vocab keeps."""
+    if args.resume:
+        run, parent = resumed(Path(args.resume), args.device, args.lr)
+        return [run], parent
+    kept = choose_vocab(examples, special_ids(tok))
+    embedding = teacher.get_input_embeddings().weight.detach().cpu()
+    return [Run(f"{s['num_hidden_layers']}x{s['hidden_size']}", make_draft(teacher.config, embedding, kept, s)
+                .to(args.device), args.lr) for s in map(parse_shape, args.shapes)], None
 
 
 def parse_args(argv=None):
@@ -183,7 +263,14 @@ def parse_args(argv=None):
     ap.add_argument("--check-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
-    return ap.parse_args(argv)
+    ap.add_argument("--pools", nargs="+", choices=["typed", "typed2", "typed3"], default=[],
+                    help="sample the typed pools' prompts (research.typed_prompts) instead of the templates")
+    ap.add_argument("--resume", help="train this saved draft further (its directory; --shapes unused) "
+                                     "and save its final weights")
+    args = ap.parse_args(argv)
+    if args.corpus_per_batch and not args.corpus_windows:
+        ap.error("--corpus-per-batch needs corpus windows (--corpus-windows > 0)")
+    return args
 
 
 if __name__ == "__main__":

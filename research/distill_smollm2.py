@@ -153,7 +153,9 @@ def sample_rows(model, tok, prompt_rows: list[list[int]], temperature: float, ba
         gen = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
                              generation_config=cfg)
         new = gen.sequences[:, width:].cpu()                            # [b, n_new]
-        tk_ids, tk_lp = (t.cpu() for t in topk_of(torch.stack(gen.logits, 1)))  # [b, n_new, K]
+        # top-K step by step: the logits of every step at once would be b x n_new x vocab floats, and
+        # their log-softmax as many again (57 GB at 768 prompts a call); per step, 0.15 GB
+        tk_ids, tk_lp = (torch.stack(t, 1).cpu() for t in zip(*map(topk_of, gen.logits)))  # [b, n_new, K]
         for b, row in enumerate(rows):
             n = reply_length(new[b], tok.eos_token_id)
             out.append({"ids": torch.tensor(row + new[b, :n].tolist()), "first": len(row) - 1,

@@ -75,9 +75,9 @@ def test_two_shapes_train_on_the_same_batches_and_save_their_best_checkpoint(tmp
     assert json.loads((tmp_path / "2x128" / "train_log.json").read_text())["shape"]["num_hidden_layers"] == 2
 
 
-def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
-    """benchmarks/gpu_distill.sh with DEVICE=cpu and tiny budgets: the GGUF joined from two parts
-    and checked, fresh replies sampled, two drafts trained and packed, evaluate run on one."""
+def device_script(tmp_path, distill_args: str, **env_more) -> tuple[Path, Path]:
+    """benchmarks/gpu_distill.sh with DEVICE=cpu, the GGUF in two parts as the device calls bring
+    it, and `distill_args`; (its WORK, its OUT) once it exited 0."""
     from app.gguf import file_sha256, find_smollm2_gguf
     gguf = find_smollm2_gguf()
     if gguf is None:
@@ -92,24 +92,68 @@ def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
     env = {**os.environ, "DEVICE": "cpu", "PY": sys.executable, "OUT": str(out), "WORK": str(work),
            "GPU_A": str(a), "GPU_B": str(b), "GGUF_SHA256": file_sha256(gguf),
            "SPECLAB_CACHE_DIR": os.environ.get("SPECLAB_CACHE_DIR", str(Path.home() / ".cache" / "speclab")),
-           "DISTILL_ARGS": "--data-minutes 0.05 --train-minutes 0.1 --gen-batch 4 --batch 4 --corpus-per-batch 1 "
-                           "--corpus-windows 4 --heldout 2 --shapes 6x320 1x64 --check-every 5 --no-bf16",
-           "EVAL_ARGS": "--quick --gammas 1,2", "DISTILL_TIMEOUT": "600", "EVAL_TIMEOUT": "600"}
+           "DISTILL_ARGS": distill_args, "DISTILL_TIMEOUT": "600", "EVAL_TIMEOUT": "600", **env_more}
     done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_distill.sh")], env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (work / "logs" / "status.txt").read_text().split() == ["distill", "rc=0", "evaluate", "rc=0"]
+    shutil.rmtree(work / "site", ignore_errors=True)
+    return work, out
+
+
+def unpacked(out: Path, tmp_path: Path) -> Path:
+    """The drafts the device call sends back (drafts.tar.NN, each <= 16 MB), joined and untarred."""
     pieces = sorted(out.glob("drafts.tar.*"))
     assert pieces and all(p.stat().st_size <= 16_000_000 for p in pieces)
     back = tmp_path / "back"
     back.mkdir()
     subprocess.run(f"cat {' '.join(map(str, pieces))} | tar x -C {back}", shell=True, check=True)
-    assert sorted(p.name for p in (back / "drafts").iterdir()) == ["1x64", "6x320"]
+    return back / "drafts"
+
+
+def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
+    """benchmarks/gpu_distill.sh with DEVICE=cpu and tiny budgets: the GGUF joined from two parts
+    and checked, fresh replies sampled, two drafts trained and packed, evaluate run on one."""
+    work, out = device_script(
+        tmp_path, "--data-minutes 0.05 --train-minutes 0.1 --gen-batch 4 --batch 4 --corpus-per-batch 1 "
+                  "--corpus-windows 4 --heldout 2 --shapes 6x320 1x64 --check-every 5 --no-bf16",
+        EVAL_ARGS="--quick --gammas 1,2")
+    assert (work / "logs" / "status.txt").read_text().split() == ["distill", "rc=0", "evaluate", "rc=0"]
+    assert sorted(p.name for p in unpacked(out, tmp_path).iterdir()) == ["1x64", "6x320"]
     ev = json.loads((out / "eval_cpu_6x320.json").read_text())  # also in logs.tgz
     assert ev["complete"] is True and ev["greedy_identical"] is True
     assert list(ev["speed_greedy"]) == ["plain", "gamma=1", "gamma=2"]  # EVAL_ARGS reached it
     assert (out / "logs.tgz").stat().st_size > 0
-    shutil.rmtree(work / "site", ignore_errors=True)
+
+
+def test_the_device_script_trains_the_shipped_draft_further_on_the_typed_pools(tmp_path):
+    """The issue-42 form of the device call on a CPU: replies to a typed pool's prompts (second
+    turns included) and the held-out ones, the shipped draft resumed with its vocabulary, and
+    its final weights saved with its parent's log."""
+    from app.assets import SMOLLM2_DRAFT_DIR
+    work, out = device_script(
+        tmp_path, f"--pools typed3 --resume {SMOLLM2_DRAFT_DIR} --corpus-windows 0 --corpus-per-batch 0 "
+                  "--data-minutes 0.05 --train-minutes 0.1 --gen-batch 2 --batch 2 --heldout 2 --check-every 5 "
+                  "--no-bf16 --lr 1e-4", EVAL_TIMEOUT="0")
+    assert (work / "logs" / "status.txt").read_text().split() == ["distill", "rc=0"]
+    drafts = unpacked(out, tmp_path)
+    assert [p.name for p in drafts.iterdir()] == ["6x320"]  # named by the resumed draft's shape
+    log = json.loads((drafts / "6x320" / "train_log.json").read_text())
+    parent = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
+    assert log["resumed_from"] == parent and log["keep"] == "last"
+    assert log["saved_step"] == log["steps_done"] == log["curve"][-1]["step"]
+    assert log["heldout_alpha_topk"] == log["curve"][-1]["heldout_alpha_topk"]  # the final weights'
+    data = log["data"]
+    assert data["prompts"] == ["typed3"] and data["heldout_examples"] == 2 and data["corpus_windows"] == 0
+    assert data["replies"] >= 2 and data["rounds_begun"] >= 1  # a first batch always runs
+    config = lambda d: json.loads((d / "config.json").read_text())  # noqa: E731
+    assert config(drafts / "6x320")["draft_vocab_ids"] == config(SMOLLM2_DRAFT_DIR)["draft_vocab_ids"]
+
+
+def test_typed_pool_seeds_on_this_route_are_apart_from_every_cpu_round_and_each_other():
+    from research.diverse_data import POOLS
+    seeds = sorted(gpu.pool_seed(p, r) for p in ("typed", "typed2", "typed3") for r in range(100))
+    assert min(seeds) > max(POOLS.values()) + 1000 * 50 + 100  # a CPU round's seed, rounds < 50
+    assert min(b - a for a, b in zip(seeds, seeds[1:])) >= 10_000  # room for sample_rows' batch offsets
 
 
 def test_packing_for_the_device_calls_splits_the_gguf_and_restores_the_tree(tmp_path):
@@ -138,9 +182,11 @@ def test_packing_for_the_device_calls_splits_the_gguf_and_restores_the_tree(tmp_
     assert (clone / ".gpu_b" / "a.txt.gz").is_file()
     import hashlib
     assert f"GGUF_SHA256={hashlib.sha256(blob).hexdigest()}" in packed.stdout
-    assert packed.stdout.count(": fits") == 2, packed.stdout
+    assert packed.stdout.count(": fits") == 3, packed.stdout
+    draft = "demo_models/smollm2_draft/model.safetensors"  # set aside, and copied for a --resume run first
+    assert (clone / ".gpu_c" / draft.removeprefix("demo_models/")).read_bytes() == (ROOT / draft).read_bytes()
     new = [line.split()[0] for line in status().splitlines() if line not in before.splitlines()]
-    assert new == ["D"] * 4  # the four files set aside; .gpu_a/ and .gpu_b/ are ignored
+    assert new == ["D"] * 4  # the four files set aside; .gpu_a/, .gpu_b/ and .gpu_c/ are ignored
     assert run("pack").returncode != 0  # files already set aside: refuses
     assert run("restore").returncode == 0 and status() == before
     assert run("restore").returncode != 0  # nothing to restore: refuses, overwrites nothing
