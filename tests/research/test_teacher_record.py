@@ -180,3 +180,24 @@ def test_the_data_log_marks_what_a_teacher_bf16_run_made(teacher, tmp_path, monk
         marks = {k for k in log if k.endswith("teacher_autocast")} | {
             key for key, v in log["replies"].items() if v.get("teacher_autocast") == "bf16"}
         assert marks == ({"heldout_teacher_autocast", "corpus_teacher_autocast", "T=0.7"} if flag else set())
+
+
+def test_every_round_record_has_one_row_whose_counts_are_the_files():
+    """demo_models/smollm2_replies/README.md's table of the diverse and typed rounds: one row per
+    record, and its replies, reply tokens and seconds are the .npz's own, so a committed round
+    cannot go undescribed nor its row drift from the file."""
+    import re
+
+    import numpy as np
+
+    from research.teacher_record import RECORD_DIR
+    rows = {m[1]: m for m in re.finditer(r"^\| `([\w.+]+\.npz)` \| .* \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|$",
+                                           (RECORD_DIR / "README.md").read_text(encoding="utf-8"), re.M)}
+    rounds = sorted(p.name for p in RECORD_DIR.glob("*.npz") if p.name.startswith(("diverse_", "typed")))
+    assert rounds and sorted(rows) == rounds
+    num = lambda text: int(text.replace(",", ""))  # noqa: E731
+    for name, m in rows.items():
+        with np.load(RECORD_DIR / name) as z:
+            replies, tokens = len(z["lengths"]), int((z["lengths"] - z["first"] - 1).sum())
+            seconds = round(float(z["seconds"]))
+        assert (num(m[2]), num(m[3]), num(m[4])) == (replies, tokens, seconds), name
