@@ -136,15 +136,18 @@ class RooflineDepth:
         return self.gamma_min == 0 and self.best(max(self.alpha, self.alpha0)) == 0
 
     def note(self) -> str:
-        """One sentence: what it chose per step, or that it chose plain decoding and why."""
+        """One sentence: what it chose per step and the pass times it chose by, or that it chose
+        plain decoding and why."""
         if self.history and not any(self.history):
             t = self.t_target
             return (f"plain decoding: with the measured pass times (draft {self.t_draft * 1e3:.2f} ms, "
                     f"target {t[0] * 1e3:.2f} ms for 1 token, {t[1] * 1e3:.2f} ms for 2) no γ ≥ 1 is "
                     f"predicted to beat it at α ≈ {self.alpha:.2f}")
         counts = {g: self.history.count(g) for g in sorted(set(self.history))}
+        t = self.t_target[:self.gamma_max + 1]
         return "γ per step: " + ", ".join(f"{g} ({n}×)" for g, n in counts.items()) \
-            + f"; final α estimate {self.alpha:.2f}"
+            + f"; final α estimate {self.alpha:.2f}; timed: draft {self.t_draft * 1e3:.2f} ms, target " \
+            + ", ".join(f"{x * 1e3:.1f}" for x in t) + f" ms for 1–{len(t)} tokens"
 
     def keep_drafting(self, q_row) -> bool:
         return True

@@ -48,6 +48,15 @@ def test_plain_decoding_is_chosen_and_said_when_no_gamma_pays():
     assert make_policy("roofline", 4, 4, 0.5, (STEEP["t_draft"], STEEP["t_target"]), gamma_min=0).gamma() == 0
 
 
+def test_the_note_gives_the_pass_times_it_chose_by():
+    """A run's depth-policy note says what it chose and from which timings, so a run that drafted
+    shorter on another machine says why (t(q) grew faster there)."""
+    p = RooflineDepth(**CHEAP)
+    chosen = [p.gamma() for _ in range(3)]
+    assert p.note() == (f"γ per step: {chosen[0]} (3×); final α estimate 0.50; timed: draft 50.00 ms, "
+                        "target 1000.0, 1100.0, 1200.0, 1300.0, 1400.0 ms for 1–5 tokens")
+
+
 def test_after_rejections_it_decodes_plainly_then_tries_again():
     p = RooflineDepth(**CHEAP, gamma_min=0)
     assert not p.drafts_nothing and p.gamma() >= 1
