@@ -18,7 +18,7 @@
 # four largest tracked model files moved aside for the calls), the second .gpu_b; 437 s in all.
 # To train the shipped draft further on fresh replies to the typed pools instead (issue 42), one
 # more call first brings a copy of it (.gpu_c: `cp -r .gpu_c/smollm2_draft /tmp/`), then:
-#     DISTILL_ARGS="--pools typed typed2 typed3 --resume /tmp/smollm2_draft --corpus-windows 0
+#     DISTILL_ARGS="--pools typed typed2 typed3 --resume /tmp/smollm2_draft --replay --corpus-windows 0
 #         --corpus-per-batch 0 --lr 3e-4 --epochs 4" EVAL_TIMEOUT=0 GGUF_SHA256=... bash benchmarks/gpu_distill.sh
 # (peak LR: the CPU fine-tunes' 1e-4 at 24 replies a step, times sqrt(256 / 24) for 256; a guess
 # that the run's held-out curve checks). Its draft comes back as drafts/6x320, to calibrate and

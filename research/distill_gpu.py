@@ -4,7 +4,7 @@ device, where the target samples fresh replies instead of reading a cache.
     python -m research.distill_gpu --device cuda --out DIR                  # drafts in DIR/6x320 ...
     python -m research.distill_gpu --device cpu --data-minutes 0.2 ...      # the same steps, small
     python -m research.distill_gpu --device cuda --out DIR --pools typed typed2 typed3 \
-        --resume demo_models/smollm2_draft --corpus-windows 0 --corpus-per-batch 0 --lr 3e-4 --epochs 4
+        --resume demo_models/smollm2_draft --replay --corpus-windows 0 --corpus-per-batch 0 --lr 3e-4 --epochs 4
 
 Why a second route: on the 2-thread CPU the draft is data-limited. It trains for 90 minutes on
 replies cached once (~1M tokens, about 5 passes over them) and memorises them: its acceptance
@@ -20,7 +20,8 @@ of issue 42 (research/RESULTS.md, the first to ninth fine-tunes): the saved draf
 vocabulary and weights) trains further on fresh replies to the typed pools' prompts
 (research.typed_prompts; multi-turn ones answered twice, research.diverse_data.shard), round
 after round with seeds of this route's own (pool_seed), checked on research.diverse_data's
-held-out prompts; its final weights are saved (the parent was calibrated, so its step-0 bound
+held-out prompts; with `--replay` the replies its own run learned from go in too (replayed); its
+final weights are saved (the parent was calibrated, so its step-0 bound
 carries a logit scale training changes: calibrate after, and let the realistic set decide).
 
 Everything else is the CPU recipe's, by the same functions: replies() (T = 0.7, top-K from
@@ -103,6 +104,22 @@ def pool_heldout(model, tok, batch: int, n: int) -> list[dict]:
     from research.diverse_data import shard, split
     from research.diverse_prompts import prompts
     return shard(model, tok, split(prompts())[1][:n], 0.7, batch, 99, float("inf"))
+
+
+def replayed(model, parent: dict, batch: int) -> tuple[list[dict], dict]:
+    """(the replies the resumed draft's own run learned from, {record name: replies}): each shard
+    its log lists, rebuilt from its record in demo_models/smollm2_replies/ with the teacher's
+    top-K by one forward pass (research.distill_smollm2.teacher_topk). The CPU fine-tunes mixed
+    fresh replies with these; fresh ones alone did not pay there (research/RESULTS.md, "Fresh
+    rounds alone")."""
+    from research.distill_smollm2 import teacher_topk
+    from research.teacher_record import load_record, record_path
+    out, counts = [], {}
+    for shard in parent["data"]["replies"]:
+        part = teacher_topk(model, load_record(record_path(shard)), batch, verbose=False)
+        out += part
+        counts[Path(shard).stem] = len(part)
+    return out, counts
 
 
 def parse_shape(text: str) -> dict:
@@ -221,6 +238,9 @@ def main(argv=None) -> None:
            "heldout_examples": len(held), "corpus_windows": len(corpus), "temperature": MORE_T}
     print("data:", log, flush=True)
     runs, parent = start_runs(args, teacher, tok, data + corpus)
+    if args.replay:
+        old, log["replayed"] = replayed(teacher, parent, args.gen_batch)
+        data += old
     cfg = runs[0].draft.config  # the same kept tokens for every run; the replies are on the CPU
     log["heldout_kept_coverage"] = kept_coverage(DraftVocab(cfg.draft_vocab_ids, cfg.target_vocab_size, "cpu"), held)
     del teacher
@@ -267,7 +287,11 @@ def parse_args(argv=None):
                     help="sample the typed pools' prompts (research.typed_prompts) instead of the templates")
     ap.add_argument("--resume", help="train this saved draft further (its directory; --shapes unused) "
                                      "and save its final weights")
+    ap.add_argument("--replay", action="store_true", help="with --resume: also learn from the replies the "
+                    "resumed draft's own run learned from (replayed: rebuilt from their records)")
     args = ap.parse_args(argv)
+    if args.replay and not args.resume:
+        ap.error("--replay needs --resume (it replays the resumed draft's own replies)")
     if args.corpus_per_batch and not args.corpus_windows:
         ap.error("--corpus-per-batch needs corpus windows (--corpus-windows > 0)")
     return args

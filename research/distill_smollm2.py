@@ -210,10 +210,10 @@ def teacher_topk(model, examples: list[dict], batch: int, bf16: bool = False, ve
         mask = torch.zeros_like(ids)
         for b, e in enumerate(rows):
             ids[b, :len(e["ids"])], mask[b, :len(e["ids"])] = e["ids"], 1
-        h = teacher_hidden(model, bf16, input_ids=ids, attention_mask=mask)      # [b, width, d]
+        h = teacher_hidden(model, bf16, input_ids=ids.to(model.device), attention_mask=mask.to(model.device))  # [b, width, d]
         spans = [(e["first"], len(e["ids"]) - 1) for e in rows]                  # reply positions
         h = torch.cat([h[b, f:end] for b, (f, end) in enumerate(spans)])        # [n, d]: no prompt or pad
-        tk_ids, tk_lp = topk_of(model.lm_head(h))                               # [n, K]
+        tk_ids, tk_lp = (t.cpu() for t in topk_of(model.lm_head(h)))           # [n, K], on the CPU like the ids
         at = 0
         for i, e, (f, end) in zip(order[j:j + batch], rows, spans):
             out[i] = {"ids": e["ids"], "first": f, "tk_ids": tk_ids[at:at + end - f].clone(),

@@ -127,24 +127,30 @@ def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
 
 def test_the_device_script_trains_the_shipped_draft_further_on_the_typed_pools(tmp_path):
     """The issue-42 form of the device call on a CPU: replies to a typed pool's prompts (second
-    turns included) and the held-out ones, the shipped draft resumed with its vocabulary, and
+    turns included) and the held-out ones, the shipped draft resumed with its vocabulary and
+    with the replies its run learned from (here one small record, so that it stays quick), and
     its final weights saved with its parent's log."""
     from app.assets import SMOLLM2_DRAFT_DIR
+    parent = tmp_path / "parent"
+    shutil.copytree(SMOLLM2_DRAFT_DIR, parent)
+    parent_log = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
+    parent_log["data"]["replies"] = {"typed2_r3_T0.7_languages.pt": {"examples": 110, "tokens": 12067}}
+    (parent / "train_log.json").write_text(json.dumps(parent_log))
     work, out = device_script(
-        tmp_path, f"--pools typed3 --resume {SMOLLM2_DRAFT_DIR} --corpus-windows 0 --corpus-per-batch 0 "
+        tmp_path, f"--pools typed3 --resume {parent} --replay --corpus-windows 0 --corpus-per-batch 0 "
                   "--data-minutes 0.05 --train-minutes 0.1 --gen-batch 2 --batch 2 --heldout 2 --check-every 5 "
                   "--no-bf16 --lr 1e-4", EVAL_TIMEOUT="0")
     assert (work / "logs" / "status.txt").read_text().split() == ["distill", "rc=0"]
     drafts = unpacked(out, tmp_path)
     assert [p.name for p in drafts.iterdir()] == ["6x320"]  # named by the resumed draft's shape
     log = json.loads((drafts / "6x320" / "train_log.json").read_text())
-    parent = json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text())
-    assert log["resumed_from"] == parent and log["keep"] == "last"
+    assert log["resumed_from"] == parent_log and log["keep"] == "last"
     assert log["saved_step"] == log["steps_done"] == log["curve"][-1]["step"]
     assert log["heldout_alpha_topk"] == log["curve"][-1]["heldout_alpha_topk"]  # the final weights'
     data = log["data"]
     assert data["prompts"] == ["typed3"] and data["heldout_examples"] == 2 and data["corpus_windows"] == 0
     assert data["replies"] >= 2 and data["rounds_begun"] >= 1  # a first batch always runs
+    assert data["replayed"] == {"typed2_r3_T0.7_languages": 110}  # the record's replies, rebuilt
     config = lambda d: json.loads((d / "config.json").read_text())  # noqa: E731
     assert config(drafts / "6x320")["draft_vocab_ids"] == config(SMOLLM2_DRAFT_DIR)["draft_vocab_ids"]
 
