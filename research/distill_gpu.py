@@ -241,8 +241,7 @@ def main(argv=None) -> None:
     if args.replay:
         old, log["replayed"] = replayed(teacher, parent, args.gen_batch)
         data += old
-    cfg = runs[0].draft.config  # the same kept tokens for every run; the replies are on the CPU
-    log["heldout_kept_coverage"] = kept_coverage(DraftVocab(cfg.draft_vocab_ids, cfg.target_vocab_size, "cpu"), held)
+    log["heldout_kept_coverage"] = kept_coverage(DraftVocab.of(runs[0].draft), held)  # the same for every run
     del teacher
     t_train = time.time()
     seen = seen_sample(data, len(held), args.seed)

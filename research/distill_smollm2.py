@@ -493,9 +493,11 @@ def make_sliced_draft(teacher, kept: list[int], layers: list[int]):
 
 def kept_coverage(vocab: DraftVocab, examples: list[dict]) -> dict:
     """How much of the teacher's behaviour the kept tokens cover: the share of its top-K
-    probability mass, and of its most likely tokens, that the draft can propose."""
+    probability mass, and of its most likely tokens, that the draft can propose. The replies stay
+    on the CPU; the map may be on the draft's device (DraftVocab.of)."""
     p = torch.cat([e["tk_lp"] for e in examples]).float().exp()                   # [n, TOP_K]
-    kept = vocab.draft_input(torch.cat([e["tk_ids"] for e in examples]).long()) < vocab.other
+    ids = torch.cat([e["tk_ids"] for e in examples]).long().to(vocab.to_draft.device)
+    kept = (vocab.draft_input(ids) < vocab.other).cpu()                           # [n, TOP_K]
     return {"mass": round(((p * kept).sum() / p.sum()).item(), 4), "argmax": round(kept[:, 0].float().mean().item(), 4)}
 
 
