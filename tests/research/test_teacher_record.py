@@ -9,7 +9,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from research import distill_smollm2 as distill
-from research.teacher_record import load_record, record_path, recorded_seconds, save_record
+from research.teacher_record import RECORD_DIR, load_record, record_path, recorded_seconds, repack, save_record
 
 
 class CharTokenizer:
@@ -44,6 +44,25 @@ def test_record_round_trips_ids_and_first(tmp_path):
     assert [e["ids"].tolist() for e in back] == [[5, 49151, 7], [9]] and [e["first"] for e in back] == [1, 0]
     with pytest.raises(ValueError, match="uint16"):
         save_record([{"ids": torch.tensor([70_000]), "first": 0}], tmp_path / "bad.npz")
+
+
+def test_records_are_lzma_zips_that_np_load_reads_and_repack_keeps_the_arrays(tmp_path):
+    """LZMA keeps the committed records small enough for one device call (test_demo_models); a
+    record written by np.savez_compressed (deflate) repacks to the same arrays, smaller."""
+    import zipfile
+
+    import numpy as np
+    ids = np.tile(np.arange(300, 700, dtype=np.uint16), 50)  # [20000], repetitive like replies
+    old = tmp_path / "old.npz"
+    np.savez_compressed(old, ids=ids, lengths=np.array([20000], dtype=np.int32),
+                        first=np.array([3], dtype=np.int32), seconds=np.float64(np.nan))
+    before, after = repack(old)
+    assert after < before
+    assert [e["ids"].tolist() for e in load_record(old)] == [ids.tolist()] and recorded_seconds(old) is None
+    save_record([{"ids": torch.tensor([5, 6]), "first": 0}], tmp_path / "new.npz")
+    for path in [old, tmp_path / "new.npz", *sorted(RECORD_DIR.glob("*.npz"))]:
+        with zipfile.ZipFile(path) as z:
+            assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_LZMA}, path.name
 
 
 def test_rebuilt_topk_is_the_one_sampling_kept(teacher, monkeypatch):
