@@ -4,7 +4,7 @@
 Sampling the replies is the slow part of the draft's data: 115 reply tokens/s from the target
 on the 2-core dev CPU at batch 24, 136 minutes for the whole set (measured 2026-12-01). What
 training learns from, the teacher's top-K log-probabilities at every reply position, is not
-kept: the T = 0.7 shard's cache file is 12.3 MB against its record's 74 kB.
+kept: the T = 0.7 shard's cache file is 12.3 MB against its record's 64 kB.
 distill_smollm2.teacher_topk recomputes it from the ids with one batched forward, 481 tokens/s
 on the same CPU (prompt tokens included; 349 reply positions/s), so a fresh machine rebuilds the
 teacher cache from this record in about a third of the time, and gets the same replies.
