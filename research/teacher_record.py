@@ -16,7 +16,7 @@ NaN where unknown: model cards quote it). The arrays are `.npy` members of a zip
 reads; written with LZMA (write_npz), which keeps the records a fifth smaller than
 np.savez_compressed's deflate, so the tracked tree stays within one GPU call's 64 MiB
 (tests/test_demo_models.py). `python -m research.teacher_record --repack` rewrites the committed
-records so, the arrays unchanged.
+records in this form, their arrays unchanged.
 """
 from __future__ import annotations
 
