@@ -16,7 +16,7 @@ seeds, until `--data-minutes` is spent, then trains each `--shapes` draft on the
 at most `--epochs` passes over them or `--train-minutes`, whichever ends first.
 
 With `--pools typed typed2 typed3 --resume DIR` it is instead the GPU form of the CPU fine-tunes
-of issue 42 (research/RESULTS.md, the first to tenth fine-tunes): the saved draft in DIR (its kept
+of issue 42 (research/RESULTS.md, the first to eleventh fine-tunes): the saved draft in DIR (its kept
 vocabulary and weights) trains further on fresh replies to the typed pools' prompts
 (research.typed_prompts; multi-turn ones answered twice, research.diverse_data.shard), round
 after round with seeds of this route's own (pool_seed), checked on research.diverse_data's

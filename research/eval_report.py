@@ -21,6 +21,7 @@ import re
 import statistics
 from pathlib import Path
 
+from research.bootstrap import BOOTSTRAP_DRAWS
 from research.eval_set import alpha_by_category
 
 GOAL_ALPHA_OVERALL = 0.55       # issue 42: alpha >= 0.55 on the realistic set at T = 0.7
@@ -44,7 +45,7 @@ def verdict(ci95: list, goal: float, prompts: int = 2) -> str:
     return "met" if low >= goal else "not met" if high < goal else "not settled"
 
 
-def median_ci(values: list[float], level: float = 0.95, draws: int = 2000, seed: int = 0) -> list[float]:
+def median_ci(values: list[float], level: float = 0.95, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> list[float]:
     """A percentile bootstrap interval for the median of per-prompt values (speed-ups),
     resampling prompts with replacement: is "the median prompt is at least 1.3x faster" settled
     by these prompts, or would other prompts of the same kind move it across? -> [low, high]."""
@@ -80,7 +81,7 @@ def agreement(rows: list[dict]) -> dict:
     return {k: round(v[0] / v[1], 4) for k, v in sorted(out.items(), key=lambda kv: kv[0] == "overall")}
 
 
-def summary(rows: list[dict], n_boot: int = 2000, seed: int = 0, speed_rows: list[dict] | None = None) -> dict:
+def summary(rows: list[dict], n_boot: int = BOOTSTRAP_DRAWS, seed: int = 0, speed_rows: list[dict] | None = None) -> dict:
     """The alpha table, the greedy agreement, the speed-ups (from speed_rows where given, else
     from rows) and the goals, each {"goal", "value", "verdict"}."""
     table = alpha_by_category(rows, n_boot=n_boot, seed=seed)

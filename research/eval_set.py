@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from research.bootstrap import BOOTSTRAP_DRAWS
+
 EVAL_PROMPTS = Path(__file__).with_name("eval_prompts.json")
 
 
@@ -80,7 +82,7 @@ def _weighted(sums: np.ndarray, counts: np.ndarray) -> float | None:
     return round(float(sums.sum() / total), 6) if total > 0 else None
 
 
-def alpha_by_category(per_prompt_rows: list[dict], n_boot: int = 20000, seed: int = 0,
+def alpha_by_category(per_prompt_rows: list[dict], n_boot: int = BOOTSTRAP_DRAWS, seed: int = 0,
                       level: float = 0.95) -> dict:
     """Token-weighted alpha per category and overall, each with a percentile bootstrap interval
     over prompts.
@@ -95,13 +97,7 @@ def alpha_by_category(per_prompt_rows: list[dict], n_boot: int = 20000, seed: in
 
     Returns {category: {"alpha", "ci95": [low, high], "prompts", "tokens"}, ..., "overall": {...}},
     categories in first-seen order; alpha is None for a category with no positions. Values are
-    rounded to 6 decimals; the same seed gives the same intervals.
-
-    Why 20,000 resamples: an interval's end is itself a Monte-Carlo estimate, whose standard
-    error for the 2.5th percentile of a near-normal bootstrap distribution of spread sigma is
-    about sqrt(0.025 * 0.975 / n_boot) / phi(1.96) * sigma = 2.67 sigma / sqrt(n_boot): 0.06 sigma at
-    2,000, enough to move a 17-prompt category's lower end across a goal from one seed to the next;
-    0.019 sigma at 20,000."""
+    rounded to 6 decimals; the same seed gives the same intervals; n_boot: why so many, research.bootstrap."""
     groups: dict[str, list[tuple[float, int]]] = {}
     for row in per_prompt_rows:
         groups.setdefault(row["category"], []).append(_sum_count(row))

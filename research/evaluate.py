@@ -29,6 +29,7 @@ from app.engine import DecodeSettings, autoregressive_generate, speculative_gene
 from app.models import forward, load_pair, new_cache
 from app.speculative import logits_to_probs
 from app.assets import TINY_DIR
+from research.bootstrap import BOOTSTRAP_DRAWS
 from research.train import SEQ_LEN, encode_split
 
 GAMMAS = (2, 4, 6)
@@ -57,19 +58,18 @@ def _percentiles(values: torch.Tensor, level: float) -> tuple[float, float]:
     return round(low.item(), 4), round(high.item(), 4)
 
 
-def bootstrap_ci(per_reply: list[torch.Tensor], level: float = 0.95, draws: int = 20000,
+def bootstrap_ci(per_reply: list[torch.Tensor], level: float = 0.95, draws: int = BOOTSTRAP_DRAWS,
                  seed: int = 0) -> tuple[float, float]:
     """A percentile bootstrap interval for the mean over all positions of per-position values
     (per_reply: one [n_i] tensor per reply), resampling whole replies with replacement: the
     positions of one reply are not independent (a draft that loses the thread loses it for the
-    rest of the reply), so the reply is the unit (Efron & Tibshirani 1993, ch. 13). 20,000
-    draws, as research.eval_set.alpha_by_category: an end's own Monte-Carlo error is then about
-    0.02 of the resampled means' spread, not 0.06 as at 2,000. Returns (low, high)."""
+    rest of the reply), so the reply is the unit (Efron & Tibshirani 1993, ch. 13). Draws:
+    research.bootstrap. Returns (low, high)."""
     return _percentiles(_resampled_means(per_reply, _picks(len(per_reply), draws, seed)), level)
 
 
 def paired_bootstrap_diff(a: list[torch.Tensor], b: list[torch.Tensor], level: float = 0.95,
-                          draws: int = 20000, seed: int = 0) -> dict:
+                          draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> dict:
     """b's mean minus a's, over all positions, where a[i] and b[i] ([n_i] each) are the same
     reply's per-position values under two drafts; its percentile bootstrap interval resamples
     the same replies for both (Efron & Tibshirani 1993, ch. 13), so what every draft finds easy
