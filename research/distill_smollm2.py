@@ -53,6 +53,7 @@ import torch.nn.functional as F
 
 from app.assets import SMOLLM2_DRAFT_DIR
 from app.draft_vocab import DraftVocab
+from research.compact import compact_tokenizer
 from research.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 from research.teacher_record import RECORD_DIR, load_record, record_path, recorded_seconds, save_record
 
@@ -819,6 +820,7 @@ def save_draft(draft, tok, args, log: dict, command: str = "python -m research.d
     out.mkdir(parents=True, exist_ok=True)
     draft.eval().half().save_pretrained(out)  # fp16 on disk: the loader casts to the run dtype
     tok.save_pretrained(out)
+    compact_tokenizer(out)
     log.update(command=command + " " + " ".join(sys.argv[1:]),
                parameters=draft.num_parameters(), shape={k: getattr(draft.config, k) for k in DRAFT_SHAPE},
                slice=getattr(args, "slice", None), torch=torch.__version__,

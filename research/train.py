@@ -24,6 +24,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from app.assets import TINY_DIR
+from research.compact import compact_tokenizer
 
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 4096
@@ -148,6 +149,7 @@ def save(model, tokenizer, out: Path) -> None:
     model.to("cpu").half().save_pretrained(out)
     model.float()
     tokenizer.save_pretrained(out)
+    compact_tokenizer(out)
     # tokenizers-library tokenizers save as "TokenizersBackend"; PreTrainedTokenizerFast loads
     # in more transformers versions (../shared/DESIGN.md, gotchas).
     cfg_path = out / "tokenizer_config.json"

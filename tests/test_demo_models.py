@@ -70,3 +70,14 @@ def test_the_tracked_tree_fits_one_device_call():
     files = [root / f for f in listed.stdout.decode().split("\0") if f]
     total = sum(f.stat().st_size for f in files if f.is_file())
     assert total < 64 * 2**20, f"tracked files total {total / 2**20:.1f} MiB"
+
+
+def test_the_shipped_tokenizers_are_stored_compact():
+    """tokenizer.json files are kept without indentation (research.compact): the pretty-printed
+    SmolLM2 tokenizer alone is 2 MB bigger, room the tracked tree's 64 MiB does not have."""
+    import json
+    files = sorted(TINY_DIR.parent.rglob("tokenizer.json"))
+    assert len(files) >= 3  # the tiny pair's two and the SmolLM2 draft's
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert text == json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":")), path
