@@ -12,13 +12,19 @@ import json
 from pathlib import Path
 
 
+def compact_text(data) -> str:
+    """JSON with no whitespace between tokens (UTF-8 characters kept, key order kept): the form
+    every shipped tokenizer.json is stored in."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
 def compact_json(path: str | Path) -> int:
     """Rewrite the JSON file at `path` with no whitespace between tokens (UTF-8, key order kept).
     Returns the bytes saved."""
     path = Path(path)
     before = path.stat().st_size
     data = json.loads(path.read_text(encoding="utf-8"))
-    path.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    path.write_text(compact_text(data), encoding="utf-8")
     return before - path.stat().st_size
 
 

@@ -76,8 +76,9 @@ def test_the_shipped_tokenizers_are_stored_compact():
     """tokenizer.json files are kept without indentation (research.compact): the pretty-printed
     SmolLM2 tokenizer alone is 2 MB bigger, room the tracked tree's 64 MiB does not have."""
     import json
+    from research.compact import compact_text
     files = sorted(TINY_DIR.parent.rglob("tokenizer.json"))
     assert len(files) >= 3  # the tiny pair's two and the SmolLM2 draft's
     for path in files:
         text = path.read_text(encoding="utf-8")
-        assert text == json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":")), path
+        assert text == compact_text(json.loads(text)), path
