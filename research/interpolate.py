@@ -2,8 +2,8 @@
 
     python -m research.interpolate --a PARENT_DIR --b FINETUNED_DIR --weight 0.5 --out DIR
 
-Every tensor becomes (1 - weight) * a + weight * b, computed in fp32 and stored in fp16 as the
-savers store drafts; everything else (config, tokenizer) is b's. The two must be the same
+Every tensor becomes (1 - weight) * a + weight * b, computed in fp32 and stored in b's dtype (fp16 for
+the savers' drafts); everything else (config, tokenizer) is b's. The two must be the same
 architecture with the same kept vocabulary (config.json equal), as a fine-tune and its parent
 are. Interpolating a fine-tune with the model it started from often keeps the fine-tune's gain
 on its own data while giving back less elsewhere (Wortsman et al. 2022, "Robust fine-tuning of
