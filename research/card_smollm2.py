@@ -482,6 +482,9 @@ TYPED2 = (" The `typed2_*` rounds (`--pool typed2`) answered the {n_typed2} prom
 TYPED3 = (" The `typed3_*` rounds (`--pool typed3`) answered the {n_typed3} prompts of `research/typed_prompts3/`, "
           "written to the same brief by four more writers, weighted toward the kinds where α was lowest (other languages, "
           "summaries, second turns, explanations), without reading the evaluation set or the earlier pools.")
+TYPED4 = (" The `typed4_*` rounds (`--pool typed4`) answered the {n_typed4} prompts of `research/typed_prompts4/`, "
+          "written to the same brief by eight more writers, asked for task forms and subjects the earlier pools were "
+          "unlikely to hold, again without reading the evaluation set or the earlier pools.")
 
 FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft before the fine-tunes (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
@@ -644,6 +647,8 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
         continued += TYPED2.format(n_typed2=f"{len(typed(pool='typed2')):,}")
     if "typed3" in used:
         continued += TYPED3.format(n_typed3=f"{len(typed(pool='typed3')):,}")
+    if "typed4" in used:
+        continued += TYPED4.format(n_typed4=f"{len(typed(pool='typed4')):,}")
     return FINETUNE_STEP.format(
         title=title, n_held=HELDOUT, shards=shards,
         continued=continued,

@@ -3,7 +3,7 @@ device, where the target samples fresh replies instead of reading a cache.
 
     python -m research.distill_gpu --device cuda --out DIR                  # drafts in DIR/6x320 ...
     python -m research.distill_gpu --device cpu --data-minutes 0.2 ...      # the same steps, small
-    python -m research.distill_gpu --device cuda --out DIR --pools typed typed2 typed3 \
+    python -m research.distill_gpu --device cuda --out DIR --pools typed typed2 typed3 typed4 \
         --resume demo_models/smollm2_draft --replay --corpus-windows 0 --corpus-per-batch 0 --lr 3e-4 --epochs 4
 
 Why a second route: on the 2-thread CPU the draft is data-limited. It trains for 90 minutes on
@@ -15,7 +15,7 @@ wide rounds of research/prompts.py; never the held-out topics), round after roun
 seeds, until `--data-minutes` is spent, then trains each `--shapes` draft on the same batches for
 at most `--epochs` passes over them or `--train-minutes`, whichever ends first.
 
-With `--pools typed typed2 typed3 --resume DIR` it is instead the GPU form of the CPU fine-tunes
+With `--pools typed typed2 typed3 typed4 --resume DIR` it is instead the GPU form of the CPU fine-tunes
 of issue 42 (research/RESULTS.md, the first to eleventh fine-tunes): the saved draft in DIR (its kept
 vocabulary and weights) trains further on fresh replies to the typed pools' prompts
 (research.typed_prompts; multi-turn ones answered twice, research.diverse_data.shard), round
@@ -282,7 +282,7 @@ def parse_args(argv=None):
     ap.add_argument("--check-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--pools", nargs="+", choices=["typed", "typed2", "typed3"], default=[],
+    ap.add_argument("--pools", nargs="+", choices=["typed", "typed2", "typed3", "typed4"], default=[],
                     help="sample the typed pools' prompts (research.typed_prompts) instead of the templates")
     ap.add_argument("--resume", help="train this saved draft further (its directory; --shapes unused) "
                                      "and save its final weights")

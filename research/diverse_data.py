@@ -49,7 +49,8 @@ from research.diverse_prompts import KINDS
 
 TEMPERATURES = (0.7, 1.0)
 HELDOUT = 48  # the pool's last prompts: never trained on, they choose the checkpoint
-POOLS = {"diverse": 20000, "typed": 50000, "typed2": 80000, "typed3": 110000}  # --pool name -> the base of its rounds' seeds
+POOLS = {"diverse": 20000, "typed": 50000, "typed2": 80000, "typed3": 110000,
+         "typed4": 140000}  # --pool name -> the base of its rounds' seeds
 
 
 def sample(pair, messages: list[dict], temperature: float, tokens: int, seed: int) -> tuple[list[int], int, float]:

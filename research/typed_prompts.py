@@ -9,7 +9,11 @@ prompt is its own form and subject.
 A second pool, research/typed_prompts2/ ("typed2", 720 prompts), was written later by four other
 writers to the same brief, also without reading the evaluation set or the first typed pool; a
 third, research/typed_prompts3/ ("typed3"), by four more, weighted toward the kinds where the
-draft's alpha was lowest (other languages, summaries, second turns, explanations).
+draft's alpha was lowest (other languages, summaries, second turns, explanations); a fourth,
+research/typed_prompts4/ ("typed4"), by eight more, one or two kinds each, asked for task forms
+and subjects the earlier writers were unlikely to have chosen, a quarter of it in other languages
+(re-sampling the first three pools' prompts had stopped helping: research/RESULTS.md, "A twelfth
+fine-tune").
 
 Each file is a list of {"text": the first user turn, "follow_up": a second user turn or absent}.
 None of them may overlap the evaluation set (research.eval_set.overlap_check), which is tested;
@@ -31,7 +35,7 @@ TYPED_DIR = Path(__file__).resolve().parent / "typed_prompts"
 # pool name -> its directory: "typed2" was written later, by other hands, so that it can be sampled
 # (research.diverse_data --pool typed2) without answering the first typed pool again
 POOL_DIRS = {"typed": TYPED_DIR, "typed2": TYPED_DIR.with_name("typed_prompts2"),
-             "typed3": TYPED_DIR.with_name("typed_prompts3")}
+             "typed3": TYPED_DIR.with_name("typed_prompts3"), "typed4": TYPED_DIR.with_name("typed_prompts4")}
 
 
 def load_kind(kind: str, pool: str = "typed") -> list[dict]:

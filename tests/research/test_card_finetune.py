@@ -31,6 +31,9 @@ def test_each_typed_pool_is_described_with_its_size():
     third = step_with_shards(["typed3_r0_T0.7"])
     assert f"answered the {len(prompts(pool='typed3')):,} prompts of `research/typed_prompts3/`" in third
     assert "typed_prompts2" not in third
+    fourth = step_with_shards(["typed4_r0_T0.7", "typed3_r1_T0.7"])
+    assert f"answered the {len(prompts(pool='typed4')):,} prompts of `research/typed_prompts4/`" in fourth
+    assert "typed_prompts4" not in third
     assert "research/typed_prompts/`" not in step_with_shards(["typed2_r0_T0.7"])
 
 

@@ -12,7 +12,7 @@ from research.diverse_prompts import texts as pool_texts
 from research.eval_set import overlap_check, words
 
 TYPED_POOLS = list(typed_prompts.POOL_DIRS)
-MIN_PER_KIND = {"typed": 100, "typed2": 60, "typed3": 50}
+MIN_PER_KIND = {"typed": 100, "typed2": 60, "typed3": 50, "typed4": 60}
 
 
 def test_every_typed_pool_can_be_sampled():
