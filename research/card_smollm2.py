@@ -463,7 +463,7 @@ FINETUNE_STEP = """### {title}
 - **Vocabulary:** {widen}
 - **Training:** `{command}`: cross-entropy to the teacher's top-{top_k}, as above; AdamW, peak LR
   {peak_lr}, {precision}, cosine schedule over the time cap, batches of {batch} replies, no corpus
-  windows{mkl}. {steps_done} steps in {train_minutes} min on {train_threads} CPU threads. Held-out α bound
+  windows{mkl}.{unfolded} {steps_done} steps in {train_minutes} min on {train_threads} CPU threads. Held-out α bound
   (T = 1, top-{top_k}) on the held-out diverse replies: {curve}; the checkpoint of step {saved_step} is saved.
   On {n_seen} replies it trained on: {seen:.3f}.
 """
@@ -653,7 +653,9 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
         title=title, n_held=HELDOUT, shards=shards,
         continued=continued,
         template_note=", with `replies_T0.7.npz` rebuilt by a forward pass" if "replies_T0.7.pt" in data["replies"] else "",
-        widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"], **_run_fields(train))
+        widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"], **_run_fields(train),
+        unfolded=(f" The parent's calibrated logit scale ({train['unfolded_scale']}) was divided back out of its final "
+                  "norm before training (`unfold_scale`)." if train.get("unfolded_scale") else ""))
 
 
 ORDINALS = ("First", "Second", "Third", "Fourth", "Fifth", "Sixth", "Seventh", "Eighth", "Ninth", "Tenth")

@@ -21,8 +21,8 @@ vocabulary and weights) trains further on fresh replies to the typed pools' prom
 (research.typed_prompts; multi-turn ones answered twice, research.diverse_data.shard), round
 after round with seeds of this route's own (pool_seed), checked on research.diverse_data's
 held-out prompts; with `--replay` the replies its own run learned from go in too (replayed); its
-final weights are saved (the parent was calibrated, so its step-0 bound
-carries a logit scale training changes: calibrate after, and let the realistic set decide).
+final weights are saved (the parent's calibrated logit scale is divided back out before training,
+research.distill_smollm2.unfold_scale: calibrate after, and let the realistic set decide).
 
 Everything else is the CPU recipe's, by the same functions: replies() (T = 0.7, top-K from
 generate's logits), corpus_windows(), the 48 held-out replies that choose the checkpoint
@@ -41,10 +41,10 @@ from pathlib import Path
 import torch
 
 from app.draft_vocab import DraftVocab
-from research.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, choose_vocab, collate,
-                                      corpus_windows, draft_shape, heldout_alpha, heldout_bounds,
+from research.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, calibrated_scale, choose_vocab,
+                                      collate, corpus_windows, draft_shape, heldout_alpha, heldout_bounds,
                                       kept_coverage, lr_at, make_draft, replies, round_as_saved, save_draft,
-                                      seen_sample, special_ids, train_step)
+                                      seen_sample, special_ids, train_step, unfold_scale)
 from research.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 
 COMMAND = "python -m research.distill_gpu"
@@ -140,12 +140,15 @@ class Run:
 
 
 def resumed(path: Path, device: str, lr: float) -> tuple[Run, dict]:
-    """(a Run of the saved draft in `path`, named by its shape, in float32 on `device`; its train
-    log, which the new log keeps as "resumed_from")."""
+    """(a Run of the saved draft in `path`, named by its shape, in float32 on `device`, its
+    calibrated logit scale divided back out (unfold_scale); its train log, which the new log keeps
+    as "resumed_from")."""
     from transformers import AutoModelForCausalLM
     draft = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).train()
+    log = json.loads((path / "train_log.json").read_text())
+    unfold_scale(draft, log)
     name = f"{draft.config.num_hidden_layers}x{draft.config.hidden_size}"
-    return Run(name, draft, lr), json.loads((path / "train_log.json").read_text())
+    return Run(name, draft, lr), log
 
 
 def check(run: Run, step: int, row: dict, held, seen, pad: int, sel: str) -> None:
@@ -208,7 +211,7 @@ def save(run: Run, tok, args, steps: int, log: dict, held: list[dict], seen: lis
         "seen_replies": len(seen), "heldout_kept_coverage": log["heldout_kept_coverage"],
         "distill_temperature": 1.0, "tvd": 0.0,
         "autocast": "bf16" if args.bf16 else None, "seconds": log["train_seconds"],
-        **({"resumed_from": parent} if parent is not None else {})},
+        **({"resumed_from": parent, "unfolded_scale": calibrated_scale(parent)} if parent is not None else {})},
         command=COMMAND)
 
 

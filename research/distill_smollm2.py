@@ -726,6 +726,7 @@ def train_draft(args) -> None:
     else:
         data, corpus, held, data_log = load_data(cache_dir(args.cache), args.temperatures, args.wide_rounds)
     draft, tok, before = start_draft(args, data + corpus)
+    unfolded = unfold_scale(draft, before) if args.unfold_scale else None
     pad, vocab = tok.pad_token_id, DraftVocab.of(draft)
     coverage = kept_coverage(vocab, held)
     print(f"kept vocabulary: {len(vocab.ids):,} tokens; on held-out replies {coverage}", flush=True)
@@ -778,7 +779,7 @@ def train_draft(args) -> None:
                                   "distill_temperature": args.distill_temperature,
                                   "tvd": args.tvd, "tvd_temperature": args.tvd_temperature,
                                   "autocast": "bf16" if args.bf16 else None,
-                                  **({"resumed_from": before} if before else {})})
+                                  **({"resumed_from": before, "unfolded_scale": unfolded} if before else {})})
 
 
 def lineage(log: dict) -> list[dict]:
@@ -788,6 +789,25 @@ def lineage(log: dict) -> list[dict]:
     while chain[0].get("resumed_from"):
         chain.insert(0, chain[0]["resumed_from"])
     return chain
+
+
+def calibrated_scale(log: dict | None) -> float | None:
+    """The logit scale `calibrate` folded into a saved draft (its train log's), or None."""
+    return ((log or {}).get("calibration") or {}).get("scale")
+
+
+def unfold_scale(draft, log: dict | None) -> float | None:
+    """Undo a calibrated parent's logit scale before training it further: divide its final norm
+    weight by the scale `calibrate` folded into it (log["calibration"]["scale"]) and return that
+    scale, or None where the parent was never calibrated. Training otherwise spends its first
+    steps pulling the sharpened logits back to what the distillation loss prefers, and loses alpha
+    doing it (research/RESULTS.md, "A thirteenth fine-tune": +0.003 on the realistic set, paired);
+    calibrate the result again after."""
+    scale = calibrated_scale(log)
+    if scale:
+        with torch.no_grad():
+            draft.model.norm.weight.div_(scale)
+    return scale
 
 
 def start_draft(args, examples: list[dict]):
@@ -880,8 +900,11 @@ def parse_args(argv=None):
     ap.add_argument("--heldout-shard", help="train with --shards: the held-out replies that choose the checkpoint")
     ap.add_argument("--keep", choices=["best", "last"], default="best",
                     help="train: save the checkpoint with the best held-out bound (best), or the final weights "
-                    "(last: for --resume from a calibrated draft, whose step-0 bound carries a logit scale the "
-                    "training then changes; calibrate it after, and let the realistic-set comparison decide)")
+                    "(last: for --resume, whose step 0 is the parent itself; calibrate the result, and let the "
+                    "realistic-set comparison decide)")
+    ap.add_argument("--unfold-scale", action=argparse.BooleanOptionalAction, default=True,
+                    help="train with --resume: divide a calibrated draft's logit scale back out before training "
+                    "(unfold_scale; default on)")
     ap.add_argument("--slice", help="start from the target's own layers at its width, e.g. 0,1 "
                     "(make_sliced_draft) instead of a new narrow draft (research/RESULTS.md: not better on this CPU)")
     ap.add_argument("--width", type=int, default=DRAFT_SHAPE["hidden_size"],

@@ -9,12 +9,19 @@ from research.distill_smollm2 import lineage
 from research.typed_prompts import prompts
 
 
-def step_with_shards(names: list[str]) -> str:
-    """The shipped draft's last fine-tune paragraph, as if it had trained on shards `names`."""
+def step_with_shards(names: list[str], **fields) -> str:
+    """The shipped draft's last fine-tune paragraph, as if it had trained on shards `names`
+    (and had these other log `fields`)."""
     chain = lineage(json.loads((SMOLLM2_DRAFT_DIR / "train_log.json").read_text()))
     parent, log = chain[-2], copy.deepcopy(chain[-1])
     log["data"]["replies"] = {f"{n}.pt": {"examples": 10, "tokens": 1000} for n in names}
-    return _finetune_step(log, parent, "A fine-tune")
+    return _finetune_step({**log, **fields}, parent, "A fine-tune")
+
+
+def test_a_step_that_unfolded_its_parents_scale_says_so():
+    said = "The parent's calibrated logit scale (1.2) was divided back out"
+    assert said in step_with_shards(["typed4_r0_T0.7"], unfolded_scale=1.2)
+    assert "divided back out" not in step_with_shards(["typed4_r0_T0.7"], unfolded_scale=None)
 
 
 def test_continued_rounds_are_named_by_their_pool():

@@ -171,6 +171,16 @@ def test_resume_starts_from_the_saved_draft_and_keeps_its_log(draft, tmp_path):
     assert torch.equal(again.lm_head.weight, draft.lm_head.weight)
 
 
+def test_a_calibrated_parents_scale_is_divided_back_out_before_training(draft):
+    """unfold_scale undoes what calibrate folded into the final norm (exactly, for a power of
+    two), so the resumed draft's logits are its uncalibrated ones; an uncalibrated parent is left
+    as it is."""
+    norm = draft.model.norm.weight.detach().clone()
+    assert distill.unfold_scale(draft, {"steps_done": 7}) is None and torch.equal(draft.model.norm.weight, norm)
+    assert distill.unfold_scale(draft, {"calibration": {"scale": 2.0}}) == 2.0
+    assert torch.equal(draft.model.norm.weight, norm / 2)
+
+
 def test_a_bf16_autocast_step_keeps_fp32_weights_and_lowers_the_loss(data):
     """train_step(bf16=True): the matrix products run in bf16 (its first loss differs from an
     fp32 step's on the same weights, by rounding only), the weights and the loss stay fp32, and
@@ -293,7 +303,7 @@ def test_training_on_named_shards_logs_each_and_chooses_by_their_held_out_file(d
     src, cache, out = tmp_path / "src", tmp_path / "cache", tmp_path / "out"
     draft.save_pretrained(src)
     AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR)).save_pretrained(src)
-    (src / "train_log.json").write_text("{}")
+    (src / "train_log.json").write_text('{"calibration": {"scale": 2.0}}')
     cache.mkdir()
     torch.save(data[:1], cache / "a.pt")
     torch.save(data[1:], cache / "b.pt")
@@ -315,9 +325,10 @@ def test_training_on_named_shards_logs_each_and_chooses_by_their_held_out_file(d
         ["train", "--shards", str(cache / "a.pt"), str(cache / "b.pt"), "--heldout-shard", str(cache / "held.pt"),
          "--keep", "last",
          "--out", str(tmp_path / "last"), "--resume", str(src), "--steps", "3", "--batch", "2",
-         "--corpus-per-batch", "0", "--no-bf16"]))
+         "--corpus-per-batch", "0", "--no-bf16", "--no-unfold-scale"]))
     last = json.loads((tmp_path / "last" / "train_log.json").read_text())
     assert last["keep"] == "last" and last["saved_step"] == 2
+    assert log["unfolded_scale"] == 2.0 and last["unfolded_scale"] is None  # the second: --no-unfold-scale
     assert last["heldout_alpha_topk"] == last["final_heldout_alpha_topk"]
 
 

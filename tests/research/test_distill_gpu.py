@@ -145,6 +145,7 @@ def test_the_device_script_trains_the_shipped_draft_further_on_the_typed_pools(t
     assert [p.name for p in drafts.iterdir()] == ["6x320"]  # named by the resumed draft's shape
     log = json.loads((drafts / "6x320" / "train_log.json").read_text())
     assert log["resumed_from"] == parent_log and log["keep"] == "last"
+    assert log["unfolded_scale"] == parent_log["calibration"]["scale"]  # divided out before training
     assert log["saved_step"] == log["steps_done"] == log["curve"][-1]["step"]
     assert log["heldout_alpha_topk"] == log["curve"][-1]["heldout_alpha_topk"]  # the final weights'
     data = log["data"]
