@@ -473,18 +473,21 @@ CONTINUED = (" The {names} rounds went on from a round's own first replies (`--c
 
 DIVERSE = (" The `diverse_*` rounds answered the {n_train} training prompts of `research/diverse_prompts.py` "
            "({forms} task forms over nine kinds of request, some in other languages).")
-TYPED = (" The `typed_*` rounds (`--pool typed`) answered the {n_typed} prompts of `research/typed_prompts/`, written "
-        "one by one as people type them (terse or long, lower-case, typos, pasted passages and code, a third of the "
-        "language requests in other languages), so that every prompt is its own task form and subject.")
-TYPED2 = (" The `typed2_*` rounds (`--pool typed2`) answered the {n_typed2} prompts of `research/typed_prompts2/`, "
-          "written later to the same brief by four other writers who had read neither the evaluation set nor the first "
-          "typed pool.")
-TYPED3 = (" The `typed3_*` rounds (`--pool typed3`) answered the {n_typed3} prompts of `research/typed_prompts3/`, "
-          "written to the same brief by four more writers, weighted toward the kinds where α was lowest (other languages, "
-          "summaries, second turns, explanations), without reading the evaluation set or the earlier pools.")
-TYPED4 = (" The `typed4_*` rounds (`--pool typed4`) answered the {n_typed4} prompts of `research/typed_prompts4/`, "
-          "written to the same brief by eight more writers, asked for task forms and subjects the earlier pools were "
-          "unlikely to hold, again without reading the evaluation set or the earlier pools.")
+# typed pool -> what the card says of its rounds ({n}: the pool's prompt count)
+TYPED_POOLS = {
+    "typed": " The `typed_*` rounds (`--pool typed`) answered the {n} prompts of `research/typed_prompts/`, written "
+             "one by one as people type them (terse or long, lower-case, typos, pasted passages and code, a third of the "
+             "language requests in other languages), so that every prompt is its own task form and subject.",
+    "typed2": " The `typed2_*` rounds (`--pool typed2`) answered the {n} prompts of `research/typed_prompts2/`, "
+              "written later to the same brief by four other writers who had read neither the evaluation set nor the "
+              "first typed pool.",
+    "typed3": " The `typed3_*` rounds (`--pool typed3`) answered the {n} prompts of `research/typed_prompts3/`, "
+              "written to the same brief by four more writers, weighted toward the kinds where α was lowest (other "
+              "languages, summaries, second turns, explanations), without reading the evaluation set or the earlier pools.",
+    "typed4": " The `typed4_*` rounds (`--pool typed4`) answered the {n} prompts of `research/typed_prompts4/`, "
+              "written to the same brief by eight more writers, asked for task forms and subjects the earlier pools were "
+              "unlikely to hold, again without reading the evaluation set or the earlier pools.",
+}
 
 FINETUNE_COMPARED = """**Before and after on the realistic set**: the draft before the fine-tunes (a) and this draft (b), both
 with int8 weights as the app runs them, scored on the same target replies (`python -m
@@ -641,14 +644,8 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
     continued += (f" The rounds named after kinds ({', '.join(f'`_{k}`' for k in kinds)}) answered only those kinds' "
                   "prompts (`--kinds`), the categories where the draft's α was lowest." if kinds else "")
     from research.typed_prompts import prompts as typed
-    if "typed" in used:
-        continued += TYPED.format(n_typed=f"{len(typed()):,}")
-    if "typed2" in used:
-        continued += TYPED2.format(n_typed2=f"{len(typed(pool='typed2')):,}")
-    if "typed3" in used:
-        continued += TYPED3.format(n_typed3=f"{len(typed(pool='typed3')):,}")
-    if "typed4" in used:
-        continued += TYPED4.format(n_typed4=f"{len(typed(pool='typed4')):,}")
+    continued += "".join(text.format(n=f"{len(typed(pool=pool)):,}") for pool, text in TYPED_POOLS.items()
+                         if pool in used)
     return FINETUNE_STEP.format(
         title=title, n_held=HELDOUT, shards=shards,
         continued=continued,

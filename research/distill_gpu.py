@@ -46,6 +46,7 @@ from research.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, c
                                       kept_coverage, lr_at, make_draft, replies, round_as_saved, save_draft,
                                       seen_sample, special_ids, train_step, unfold_scale)
 from research.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
+from research.typed_prompts import POOL_DIRS
 
 COMMAND = "python -m research.distill_gpu"
 # What a GPU-route train_log.json's "command" starts with: logs written before the lab moved from
@@ -285,7 +286,7 @@ def parse_args(argv=None):
     ap.add_argument("--check-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--pools", nargs="+", choices=["typed", "typed2", "typed3", "typed4"], default=[],
+    ap.add_argument("--pools", nargs="+", choices=list(POOL_DIRS), default=[],
                     help="sample the typed pools' prompts (research.typed_prompts) instead of the templates")
     ap.add_argument("--resume", help="train this saved draft further (its directory; --shapes unused) "
                                      "and save its final weights")

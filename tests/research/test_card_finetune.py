@@ -30,6 +30,12 @@ def test_continued_rounds_are_named_by_their_pool():
     assert "went on from" not in step_with_shards(["typed_r0_T0.7", "diverse_r8_T0.7"])
 
 
+def test_every_typed_pool_has_a_card_sentence():
+    from research.card_smollm2 import TYPED_POOLS
+    from research.typed_prompts import POOL_DIRS
+    assert list(TYPED_POOLS) == list(POOL_DIRS)
+
+
 def test_each_typed_pool_is_described_with_its_size():
     both = step_with_shards(["typed_r1_T0.7", "typed2_r0_T0.7"])
     assert f"answered the {len(prompts()):,} prompts of `research/typed_prompts/`" in both

@@ -16,6 +16,7 @@ from app.assets import TINY_TARGET_DIR
 from research import distill_gpu as gpu
 from research import distill_smollm2 as distill
 from research.prompts import heldout_prompts
+from research.typed_prompts import POOL_DIRS
 
 from test_distill import example, top
 
@@ -158,7 +159,7 @@ def test_the_device_script_trains_the_shipped_draft_further_on_the_typed_pools(t
 
 def test_typed_pool_seeds_on_this_route_are_apart_from_every_cpu_round_and_each_other():
     from research.diverse_data import POOLS
-    seeds = sorted(gpu.pool_seed(p, r) for p in ("typed", "typed2", "typed3", "typed4") for r in range(100))
+    seeds = sorted(gpu.pool_seed(p, r) for p in POOL_DIRS for r in range(100))
     assert min(seeds) > max(POOLS.values()) + 1000 * 50 + 100  # a CPU round's seed, rounds < 50
     assert min(b - a for a, b in zip(seeds, seeds[1:])) >= 10_000  # room for sample_rows' batch offsets
 
