@@ -447,6 +447,39 @@ def deepen(draft, n: int):
     return deeper
 
 
+@torch.no_grad()
+def broaden(draft, width: int, mlp: int, std: float = 0.02):
+    """The draft at hidden size `width` (more heads of the same head_dim) and MLP size `mlp`,
+    computing exactly what it did (function-preserving growth, as Net2Net, Chen et al. 2016,
+    arXiv:1511.05641, grows a network by adding units). New residual dimensions start at zero
+    and stay there until training moves them: everything that writes to them (embedding columns,
+    o_proj and down_proj rows) and everything new units write (o_proj columns of the new heads,
+    down_proj columns of the new MLP units) is zero; what reads (q, k, v, gate, up) is random
+    N(0, std), so gradients reach the zeros. RMSNorm divides by the root mean square over all
+    dimensions, so each norm weight is scaled by sqrt(d_old / width) and eps by d_old / width,
+    which leaves every normalised vector as it was (new dimensions' norm weights are the old
+    mean, not zero, or no gradient could pass them). Returns a new float32 model."""
+    from transformers import LlamaForCausalLM
+    cfg0, d = draft.config, draft.config.hidden_size
+    if width % cfg0.head_dim or width < d or mlp < cfg0.intermediate_size or (width, mlp) == (d, cfg0.intermediate_size):
+        raise ValueError(f"--broaden grows {d}x{cfg0.intermediate_size} to a larger multiple of "
+                         f"head_dim {cfg0.head_dim}, not {width}x{mlp}")
+    heads = width // cfg0.head_dim
+    cfg = copy_config(cfg0, hidden_size=width, intermediate_size=mlp, num_attention_heads=heads,
+                      num_key_value_heads=heads, rms_norm_eps=cfg0.rms_norm_eps * d / width)
+    wide = LlamaForCausalLM(cfg).float()
+    old = draft.state_dict()
+    for key, w in wide.state_dict().items():
+        src = old[key].float()
+        if key.endswith("norm.weight"):                                     # [width]: new dims read 0 at first
+            w.fill_(src.mean() * (d / width) ** 0.5)[:d] = src * (d / width) ** 0.5
+            continue
+        reads = any(n in key for n in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"))
+        w.normal_(0, std) if reads else w.zero_()
+        w[tuple(slice(0, n) for n in src.shape)] = src                      # the old block, top left
+    return wide
+
+
 def layer_order(old: int, n: int) -> list[tuple[int, bool]]:
     """deepen's layers in order: (the old layer each copies, whether it is a new zeroed copy)."""
     after = {round((i + 1) * old / n) - 1 for i in range(n)}
@@ -822,6 +855,8 @@ def start_draft(args, examples: list[dict]):
             extra = extra_tokens(examples, list(draft.config.draft_vocab_ids), args.widen)
             widen_vocab(draft, teacher.config, teacher.get_input_embeddings().weight.detach(), extra)
             del teacher
+        if getattr(args, "broaden", None):
+            draft = broaden(draft, *args.broaden)
         if getattr(args, "deepen", 0):
             draft = deepen(draft, args.deepen)
             if getattr(args, "train_new_only", False):
@@ -889,6 +924,9 @@ def parse_args(argv=None):
     ap.add_argument("--deepen", type=int, default=0, metavar="N",
                     help="train with --resume: add N decoder layers that start as the identity (deepen: "
                     "block expansion), so training starts from the saved draft's own drafts")
+    ap.add_argument("--broaden", type=lambda v: tuple(int(x) for x in v.split("x")), metavar="WIDTHxMLP",
+                    help="train with --resume: grow the hidden size (more heads of the same size) and the MLP, "
+                    "e.g. 384x1024, starting from exactly the saved draft's function (broaden)")
     ap.add_argument("--train-new-only", action="store_true",
                     help="train with --deepen: freeze the old layers, embedding and norms, and train only the "
                     "new layers (train_only_new_layers)")

@@ -432,6 +432,38 @@ def test_deepening_adds_identity_blocks_so_the_draft_computes_what_it_did(n):
         distill.deepen(base, 5)
 
 
+def test_broadening_adds_zero_dimensions_so_the_draft_computes_what_it_did():
+    """broaden: a wider draft (more heads, a wider MLP) whose logits equal the old draft's up to
+    rounding: padding adds exact zeros to every sum and RMSNorm's rescaled weight and eps restore
+    each normalised vector, but transformers' RMSNorm computes in float32 even in a float64 model,
+    so each of the five norms may round differently (a few float32 ulps, 2^-24 relative): 64 ulps
+    of the largest logit bound it. Everything writing a new dimension is zero, everything reading
+    one is not, and the config keeps the vocabulary."""
+    torch.manual_seed(4)
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    base = distill.make_draft(cfg, torch.randn(V, 576), list(range(0, 400, 2)), distill.draft_shape(64, 2))
+    with torch.no_grad():
+        for layer in base.model.layers:
+            layer.mlp.down_proj.weight.normal_(0, 0.05)
+            layer.input_layernorm.weight.uniform_(0.5, 1.5)
+    wide = distill.broaden(base, 128, 256).double().eval()
+    assert (wide.config.hidden_size, wide.config.intermediate_size, wide.config.num_attention_heads) == (128, 256, 2)
+    assert wide.config.draft_vocab_ids == base.config.draft_vocab_ids
+    emb, layer = wide.get_input_embeddings().weight, wide.model.layers[0]
+    assert not emb[:, 64:].any() and not layer.self_attn.o_proj.weight[64:].any()
+    assert not layer.self_attn.o_proj.weight[:, 64:].any() and not layer.mlp.down_proj.weight[:, 192:].any()
+    assert layer.self_attn.q_proj.weight[64:].all() and layer.mlp.up_proj.weight[192:].all()
+    assert layer.input_layernorm.weight[64:].all()                         # or no gradient could pass
+    ids = torch.tensor([[3, 17, 40, 5, 99, 120]])
+    with torch.no_grad():
+        old, new = base.double().eval()(input_ids=ids).logits, wide(input_ids=ids).logits
+    assert torch.allclose(new, old, rtol=0, atol=64 * 2 ** -24 * old.abs().max().item())
+    wide.float().train()(input_ids=ids).logits.logsumexp(-1).sum().backward()
+    assert emb.grad[:, 64:].any() and layer.mlp.down_proj.weight.grad[:, 192:].any()  # the zeros can grow
+    with pytest.raises(ValueError, match="larger multiple of head_dim"):
+        distill.broaden(base, 96, 256)
+
+
 def test_training_only_the_new_layers_leaves_every_old_weight_as_it_was():
     """train_only_new_layers: after a training step the old layers, embedding and norm are
     bit-identical, the new layers moved; the flag needs --deepen."""
