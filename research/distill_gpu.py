@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 from app.draft_vocab import DraftVocab
-from research.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, calibrated_scale, choose_vocab,
+from research.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, broaden, calibrated_scale, choose_vocab,
                                       collate, corpus_windows, draft_shape, heldout_alpha, heldout_bounds,
                                       kept_coverage, lr_at, make_draft, replies, round_as_saved, save_draft,
                                       seen_sample, special_ids, train_step, unfold_scale)
@@ -257,10 +257,15 @@ def main(argv=None) -> None:
 
 def start_runs(args, teacher, tok, examples: list[dict]) -> tuple[list[Run], dict | None]:
     """(the drafts to train, the resumed draft's train log or None): with --resume the saved
-    draft alone, else a new draft of each --shapes over the vocabulary choose_vocab keeps."""
+    draft, and with --broaden beside it a wider copy (broaden: the same function to start with,
+    so the two differ only by capacity on the same batches), else a new draft of each --shapes
+    over the vocabulary choose_vocab keeps."""
     if args.resume:
         run, parent = resumed(Path(args.resume), args.device, args.lr)
-        return [run], parent
+        if not args.broaden:
+            return [run], parent
+        wide = broaden(run.draft, *args.broaden).to(args.device).train()
+        return [run, Run(f"{wide.config.num_hidden_layers}x{wide.config.hidden_size}", wide, args.lr)], parent
     kept = choose_vocab(examples, special_ids(tok))
     embedding = teacher.get_input_embeddings().weight.detach().cpu()
     return [Run(f"{s['num_hidden_layers']}x{s['hidden_size']}", make_draft(teacher.config, embedding, kept, s)
@@ -292,7 +297,11 @@ def parse_args(argv=None):
                                      "and save its final weights")
     ap.add_argument("--replay", action="store_true", help="with --resume: also learn from the replies the "
                     "resumed draft's own run learned from (replayed: rebuilt from their records)")
+    ap.add_argument("--broaden", type=lambda v: tuple(int(x) for x in v.split("x")), metavar="WIDTHxMLP",
+                    help="with --resume: also train a wider copy of the draft (e.g. 384x1024) on the same batches")
     args = ap.parse_args(argv)
+    if args.broaden and not args.resume:
+        ap.error("--broaden needs --resume (it widens the resumed draft)")
     if args.replay and not args.resume:
         ap.error("--replay needs --resume (it replays the resumed draft's own replies)")
     if args.corpus_per_batch and not args.corpus_windows:

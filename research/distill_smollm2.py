@@ -468,7 +468,7 @@ def broaden(draft, width: int, mlp: int, std: float = 0.02):
     cfg = copy_config(cfg0, hidden_size=width, intermediate_size=mlp, num_attention_heads=heads,
                       num_key_value_heads=heads, rms_norm_eps=cfg0.rms_norm_eps * d / width)
     wide = LlamaForCausalLM(cfg).float()
-    old = draft.state_dict()
+    old = {k: v.detach().cpu() for k, v in draft.state_dict().items()}     # the draft may sit on a GPU
     for key, w in wide.state_dict().items():
         src = old[key].float()
         if key.endswith("norm.weight"):                                     # [width]: new dims read 0 at first

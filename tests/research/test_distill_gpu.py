@@ -129,8 +129,8 @@ def test_the_device_script_runs_every_step_on_a_cpu(tmp_path):
 def test_the_device_script_trains_the_shipped_draft_further_on_the_typed_pools(tmp_path):
     """The issue-42 form of the device call on a CPU: replies to a typed pool's prompts (second
     turns included) and the held-out ones, the shipped draft resumed with its vocabulary and
-    with the replies its run learned from (here one small record, so that it stays quick), and
-    its final weights saved with its parent's log."""
+    with the replies its run learned from (here one small record, so that it stays quick), a
+    broadened copy trained beside it, and each one's final weights saved with its parent's log."""
     from app.assets import SMOLLM2_DRAFT_DIR
     parent = tmp_path / "parent"
     shutil.copytree(SMOLLM2_DRAFT_DIR, parent)
@@ -140,10 +140,16 @@ def test_the_device_script_trains_the_shipped_draft_further_on_the_typed_pools(t
     work, out = device_script(
         tmp_path, f"--pools typed3 --resume {parent} --replay --corpus-windows 0 --corpus-per-batch 0 "
                   "--data-minutes 0.05 --train-minutes 0.1 --gen-batch 2 --batch 2 --heldout 2 --check-every 5 "
-                  "--no-bf16 --lr 1e-4", EVAL_TIMEOUT="0")
+                  "--no-bf16 --lr 1e-4 --broaden 384x1024", EVAL_TIMEOUT="0")
     assert (work / "logs" / "status.txt").read_text().split() == ["distill", "rc=0"]
     drafts = unpacked(out, tmp_path)
-    assert [p.name for p in drafts.iterdir()] == ["6x320"]  # named by the resumed draft's shape
+    assert sorted(p.name for p in drafts.iterdir()) == ["6x320", "6x384"]  # named by each draft's shape
+    wide = json.loads((drafts / "6x384" / "train_log.json").read_text())
+    assert wide["shape"]["intermediate_size"] == 1024 and wide["resumed_from"] == parent_log
+    # step 0: the same function up to float32 rounding (logits within ~1e-4, so the bound within
+    # that), each bound then rounded to 4 decimals (1e-4 more)
+    assert wide["curve"][0]["heldout_alpha_topk"] == pytest.approx(
+        json.loads((drafts / "6x320" / "train_log.json").read_text())["curve"][0]["heldout_alpha_topk"], abs=2e-4)
     log = json.loads((drafts / "6x320" / "train_log.json").read_text())
     assert log["resumed_from"] == parent_log and log["keep"] == "last"
     assert log["unfolded_scale"] == parent_log["calibration"]["scale"]  # divided out before training
