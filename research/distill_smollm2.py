@@ -44,6 +44,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -480,6 +481,56 @@ def broaden(draft, width: int, mlp: int, std: float = 0.02):
     return wide
 
 
+def grown_masks(draft, parent_shapes: dict[str, tuple], new_layers=frozenset()) -> dict[str, torch.Tensor]:
+    """{parameter name: bool mask [its shape]} of the elements growth added: outside the parent's
+    block (broaden keeps the old weights top left; parent_shapes: the parent's parameter name ->
+    shape, every layer's alike) or anywhere in a new layer (deepen's, by index). Parameters with
+    nothing new are left out."""
+    layer0 = lambda n: re.sub(r"^model\.layers\.\d+\.", "model.layers.0.", n)  # noqa: E731
+    shapes = {layer0(n): tuple(s) for n, s in parent_shapes.items()}
+    masks = {}
+    for name, w in draft.named_parameters():
+        new_layer = name.startswith("model.layers.") and int(name.split(".")[2]) in new_layers
+        old = tuple(w.shape) if new_layer else shapes.get(layer0(name), tuple(w.shape))
+        if new_layer or old != tuple(w.shape):
+            mask = torch.ones_like(w, dtype=torch.bool)
+            if not new_layer:
+                mask[tuple(slice(0, n) for n in old)] = False
+            masks[name] = mask
+    return masks
+
+
+def parent_masks(args, draft) -> dict[str, torch.Tensor]:
+    """grown_masks of a draft grown by --broaden and/or --deepen from --resume's saved draft
+    (its shapes read from its safetensors header)."""
+    from safetensors import safe_open
+    with safe_open(Path(args.resume) / "model.safetensors", "pt") as f:
+        shapes = {k: f.get_slice(k).get_shape() for k in f.keys()}
+    old_layers = len({k.split(".")[2] for k in shapes if k.startswith("model.layers.")})
+    new = {j for j, (_, added) in enumerate(layer_order(old_layers, args.deepen)) if added} if args.deepen else set()
+    return grown_masks(draft, shapes, new)
+
+
+def boost_grown(opt, draft, masks: dict[str, torch.Tensor], k: float) -> None:
+    """Give the grown elements (grown_masks) k times the learning rate: after each optimiser step
+    their update is scaled by k. AdamW's update, decoupled weight decay included, is linear in the
+    learning rate, so this is the per-element rate k * lr that parameter groups cannot give to
+    part of a tensor. New units start at zero or at random and need to move further than the
+    parent's weights, which a fine-tune's rate (1e-4) should barely move."""
+    pairs = [(w, masks[n]) for n, w in draft.named_parameters() if n in masks]
+    before: list[torch.Tensor] = []
+
+    def pre(*_):
+        before[:] = [w.detach()[m].clone() for w, m in pairs]
+
+    @torch.no_grad()
+    def post(*_):
+        for (w, m), b in zip(pairs, before):
+            w[m] = b + k * (w[m] - b)
+    opt.register_step_pre_hook(pre)
+    opt.register_step_post_hook(post)
+
+
 def layer_order(old: int, n: int) -> list[tuple[int, bool]]:
     """deepen's layers in order: (the old layer each copies, whether it is a new zeroed copy)."""
     after = {round((i + 1) * old / n) - 1 for i in range(n)}
@@ -768,6 +819,10 @@ def train_draft(args) -> None:
         data_log["heldout_kept_coverage_before_widening"] = kept_coverage(DraftVocab(kept, VOCAB_SIZE, "cpu"), held)
     print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")
     opt = torch.optim.AdamW([w for w in draft.parameters() if w.requires_grad], lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
+    if getattr(args, "grown_lr", 1.0) != 1.0:
+        masks = parent_masks(args, draft)
+        boost_grown(opt, draft, masks, args.grown_lr)
+        print(f"grown elements at {args.grown_lr}x the learning rate: {sum(int(m.sum()) for m in masks.values()):,}")
     rng, t0, curve, cap = random.Random(args.seed), time.time(), [], args.max_minutes * 60
     temps = sorted({1.0, args.distill_temperature} | ({args.tvd_temperature} if args.tvd else set()))
     sel = bound_key(args.distill_temperature)  # the held-out bound that chooses the checkpoint
@@ -927,6 +982,9 @@ def parse_args(argv=None):
     ap.add_argument("--broaden", type=lambda v: tuple(int(x) for x in v.split("x")), metavar="WIDTHxMLP",
                     help="train with --resume: grow the hidden size (more heads of the same size) and the MLP, "
                     "e.g. 384x1024, starting from exactly the saved draft's function (broaden)")
+    ap.add_argument("--grown-lr", type=float, default=1.0, metavar="K",
+                    help="train with --broaden or --deepen: K times the learning rate for the elements they added "
+                    "(boost_grown), which start at zero or random where the parent's are trained")
     ap.add_argument("--train-new-only", action="store_true",
                     help="train with --deepen: freeze the old layers, embedding and norms, and train only the "
                     "new layers (train_only_new_layers)")
@@ -964,6 +1022,8 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.train_new_only and not args.deepen:
         ap.error("--train-new-only needs --deepen")
+    if args.grown_lr != 1.0 and not (args.broaden or args.deepen):
+        ap.error("--grown-lr needs --broaden or --deepen")
     if args.shards and not args.heldout_shard:
         ap.error("--shards needs --heldout-shard")
     return args

@@ -464,6 +464,42 @@ def test_broadening_adds_zero_dimensions_so_the_draft_computes_what_it_did():
         distill.broaden(base, 96, 256)
 
 
+@pytest.mark.parametrize("grow", ["broaden", "deepen"])
+def test_grown_elements_take_k_times_the_step_and_the_parent_elements_the_same(grow):
+    """grown_masks marks exactly what broaden or deepen added (every element outside the old
+    block, or every element of a new layer); boost_grown scales their AdamW update by k and
+    leaves every other element's update as the same step without it would make it."""
+    import copy
+    torch.manual_seed(5)
+    cfg = SimpleNamespace(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    base = distill.make_draft(cfg, torch.randn(V, 576), list(range(0, 400, 2)), distill.draft_shape(64, 2))
+    shapes = {n: tuple(w.shape) for n, w in base.named_parameters()}
+    if grow == "broaden":
+        grown, new_layers = distill.broaden(base, 128, 256), set()
+        added = grown.num_parameters() - base.num_parameters()
+    else:
+        grown, new_layers = distill.deepen(base, 1), {1}
+        added = sum(w.numel() for w in grown.model.layers[1].parameters())
+    masks = distill.grown_masks(grown, shapes, new_layers)
+    assert sum(int(m.sum()) for m in masks.values()) == added
+    twin = copy.deepcopy(grown)
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (grown, twin)]
+    distill.boost_grown(opts[0], grown, masks, 10.0)
+    before = {n: w.detach().clone() for n, w in grown.named_parameters()}
+    ids = torch.tensor([[3, 17, 40, 5]])
+    for model, opt in zip((grown, twin), opts):
+        model(input_ids=ids).logits.logsumexp(-1).sum().backward()
+        opt.step()
+    plain = dict(twin.named_parameters())
+    for name, w in grown.named_parameters():
+        step, step1 = w.detach() - before[name], plain[name].detach() - before[name]
+        m = masks.get(name, torch.zeros_like(w, dtype=torch.bool))
+        assert torch.equal(step[~m], step1[~m])                 # the same arithmetic on the same weights
+        # w = b + 10 (w' - b), rounded where it is added to b: a float32 ulp of |w| (< 4 here) each
+        assert torch.allclose(step[m], 10 * step1[m], rtol=0, atol=4 * 2 ** -23 * 4)
+    assert any(step.abs().max() > 0 for step in (plain[n].detach() - before[n] for n in masks))
+
+
 def test_training_only_the_new_layers_leaves_every_old_weight_as_it_was():
     """train_only_new_layers: after a training step the old layers, embedding and norm are
     bit-identical, the new layers moved; the flag needs --deepen."""
