@@ -159,6 +159,9 @@ replies it trained on, {seen}: fresh replies left little to memorise.
 REALISTIC = Path(__file__).with_name("runs") / "eval_full_shipped.json"
 # research.vocab_coverage on that run's replies: the kept tokens' share of the target's mass
 COVERAGE = Path(__file__).with_name("runs") / "vocab_coverage_shipped.jsonl"
+# the same for the 20,480 tokens kept since the first fine-tune (measured with the ninth; coverage
+# depends only on the kept ids and the target's seeded replies, and later fine-tunes kept the ids)
+FINETUNE_COVERAGE = Path(__file__).with_name("runs") / "vocab_coverage_ninth.jsonl"
 
 REALISTIC_SECTION = """## Evaluation on realistic requests (issue 42)
 
@@ -207,7 +210,7 @@ def _speed_note(doc: dict) -> str:
                                     fast=" on the fast path" if st["fast"] else "")
 
 
-def _coverage(rows: list[dict] | None) -> str:
+def _coverage(rows: list[dict] | None, whose: str = "On the same replies the kept tokens") -> str:
     """A paragraph on the kept vocabulary's share of the target's mass per category, from
     research.vocab_coverage's rows; "" without them."""
     if not rows:
@@ -217,7 +220,7 @@ def _coverage(rows: list[dict] | None) -> str:
     key = next(k for k in s["overall"] if k.startswith("mass_T=") and k != "mass_T=1.0")
     cats = sorted((k for k in s if k != "overall"), key=lambda k: s[k][key])
     parts = ", ".join(f"{k} {s[k][key]:.3f}" for k in cats)
-    return (f"\nOn the same replies the kept tokens hold {s['overall'][key]:.3f} of the target's probability at "
+    return (f"\n{whose} hold {s['overall'][key]:.3f} of the target's probability at "
             f"T = {key.split('=')[1]} (`python -m research.vocab_coverage`, {len(rows)} replies, each resampled "
             f"exactly): {parts}. That caps α per position before the draft's own error.\n")
 
@@ -449,7 +452,7 @@ as people write them (the "before" column below against its template evaluations
 shipped draft is that one trained further{times}, on this project's 2-core CPU, on the target's own replies to diverse requests.
 
 {steps}
-{compared}
+{compared}{coverage}
 {templates}{speed}"""
 
 FINETUNE_STEP = """### {title}
@@ -677,6 +680,8 @@ def _finetune(train: dict, runs: dict) -> str:
     times = {2: "", 3: " twice"}.get(len(chain), f" {len(chain) - 1} times")
     labels = {"before": "before the fine-tunes", "after": "after the first fine-tune"} if len(chain) > 2 else None
     return FINETUNE.format(times=times, steps=steps, compared=_finetune_compared(runs.get("realistic"), runs.get("step")),
+                           coverage=_coverage(runs.get("coverage"), f"On the same replies the {train['draft_vocab']:,} "
+                                              "tokens this draft keeps") if runs.get("coverage") else "",
                            templates=_finetune_templates(runs.get("templates")),
                            speed=_finetune_speed(runs.get("speed"), labels) + _defaults_speed(*runs.get("defaults", (None,)))
                            + "".join(_defaults_speed(rows, name) for rows, name in runs.get("current", []))) + "\n"
@@ -691,7 +696,8 @@ def weights_sha256(draft_dir: Path = SMOLLM2_DRAFT_DIR) -> str:
 
 def read_finetune_runs(steps: int = 1) -> dict:
     """The fine-tunes' measurements where they exist: "realistic" (FINETUNE_COMPARE), "step"
-    (FINETUNE_STEP_COMPARE), "templates" (FINETUNE_TEMPLATES), "speed" ({"before", "after"}:
+    (FINETUNE_STEP_COMPARE), "templates" (FINETUNE_TEMPLATES), "coverage" (FINETUNE_COVERAGE's
+    rows), "speed" ({"before", "after"}:
     SPEED_RUNS' rows), "defaults" ((rows, file name) of the last of `steps` fine-tunes' defaults_run),
     "current" ([(rows, file name)] of current_runs() that timed the shipped draft)."""
     from research.eval_report import read_rows
@@ -700,6 +706,8 @@ def read_finetune_runs(steps: int = 1) -> dict:
              ("step", SMOLLM2_DRAFT_DIR / FINETUNE_STEP_COMPARE))
             if path.is_file()}
     runs["speed"] = {side: read_rows(path) for side, path in SPEED_RUNS.items() if path.is_file()}
+    if FINETUNE_COVERAGE.is_file():
+        runs["coverage"] = read_rows(FINETUNE_COVERAGE)
     if steps > 0 and (path := defaults_run(steps)).is_file():
         runs["defaults"] = (read_rows(path), path.name)
     for path in current_runs():  # shown only while its last --draft is the shipped one

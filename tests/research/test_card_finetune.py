@@ -100,3 +100,20 @@ def test_each_committed_defaults_run_belongs_to_one_fine_tune():
     files = sorted(RUNS.glob("defaults_finetune*.jsonl"))
     assert files == sorted(defaults_run(step) for step in range(1, len(files) + 1))
     assert defaults_run(1).name == "defaults_finetune.jsonl" and defaults_run(12).name == "defaults_finetune12.jsonl"
+
+
+def test_the_fine_tune_section_gives_the_kept_tokens_coverage_per_category():
+    """The card quotes the shipped vocabulary's share of the target's mass on the realistic set,
+    overall and per category, as research.vocab_coverage.summarise computes it from
+    FINETUNE_COVERAGE's rows (the card before quoted only the 16,384 tokens kept before widening)."""
+    from research.card_smollm2 import FINETUNE_COVERAGE
+    from research.eval_report import read_rows
+    from research.vocab_coverage import summarise
+    card = (SMOLLM2_DRAFT_DIR / "README.md").read_text()
+    s = summarise(read_rows(FINETUNE_COVERAGE))
+    kept = len(json.loads((SMOLLM2_DRAFT_DIR / "config.json").read_text())["draft_vocab_ids"])
+    lead = f"On the same replies the {kept:,} tokens this draft keeps hold {s['overall']['mass_T=0.7']:.3f}"
+    assert lead in card
+    line = next(line for line in card.splitlines() if line.startswith(lead))
+    for category in (k for k in s if k != "overall"):
+        assert f"{category} {s[category]['mass_T=0.7']:.3f}" in line
