@@ -451,7 +451,7 @@ def deepen(draft, n: int):
 @torch.no_grad()
 def broaden(draft, width: int, mlp: int, std: float = 0.02):
     """The draft at hidden size `width` (more heads of the same head_dim) and MLP size `mlp`,
-    computing exactly what it did (function-preserving growth, as Net2Net, Chen et al. 2016,
+    computing what it did up to rounding (function-preserving growth, as Net2Net, Chen et al. 2016,
     arXiv:1511.05641, grows a network by adding units). New residual dimensions start at zero
     and stay there until training moves them: everything that writes to them (embedding columns,
     o_proj and down_proj rows) and everything new units write (o_proj columns of the new heads,
@@ -1022,6 +1022,8 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.train_new_only and not args.deepen:
         ap.error("--train-new-only needs --deepen")
+    if (args.broaden or args.deepen) and not args.resume:
+        ap.error("--broaden and --deepen grow a saved draft: they need --resume")
     if args.grown_lr != 1.0 and not (args.broaden or args.deepen):
         ap.error("--grown-lr needs --broaden or --deepen")
     if args.shards and not args.heldout_shard:

@@ -462,6 +462,9 @@ def test_broadening_adds_zero_dimensions_so_the_draft_computes_what_it_did():
     assert emb.grad[:, 64:].any() and layer.mlp.down_proj.weight.grad[:, 192:].any()  # the zeros can grow
     with pytest.raises(ValueError, match="larger multiple of head_dim"):
         distill.broaden(base, 96, 256)
+    for flags in (["--broaden", "384x1024"], ["--deepen", "2"], ["--grown-lr", "10"]):  # growth needs a parent
+        with pytest.raises(SystemExit):
+            distill.parse_args(["train", *flags])
 
 
 @pytest.mark.parametrize("grow", ["broaden", "deepen"])
