@@ -680,8 +680,8 @@ def _finetune(train: dict, runs: dict) -> str:
     times = {2: "", 3: " twice"}.get(len(chain), f" {len(chain) - 1} times")
     labels = {"before": "before the fine-tunes", "after": "after the first fine-tune"} if len(chain) > 2 else None
     return FINETUNE.format(times=times, steps=steps, compared=_finetune_compared(runs.get("realistic"), runs.get("step")),
-                           coverage=_coverage(runs.get("coverage"), f"On the same replies the {train['draft_vocab']:,} "
-                                              "tokens this draft keeps") if runs.get("coverage") else "",
+                           coverage=_coverage(runs.get("coverage"),
+                                              f"On the same replies the {train['draft_vocab']:,} tokens this draft keeps"),
                            templates=_finetune_templates(runs.get("templates")),
                            speed=_finetune_speed(runs.get("speed"), labels) + _defaults_speed(*runs.get("defaults", (None,)))
                            + "".join(_defaults_speed(rows, name) for rows, name in runs.get("current", []))) + "\n"

@@ -44,7 +44,7 @@ from app.draft_vocab import DraftVocab
 from research.distill_smollm2 import (HELDOUT_FOR_TRAINING, MORE_T, bound_key, broaden, calibrated_scale, choose_vocab,
                                       collate, corpus_windows, draft_shape, heldout_alpha, heldout_bounds,
                                       kept_coverage, lr_at, make_draft, replies, round_as_saved, save_draft,
-                                      seen_sample, special_ids, train_step, unfold_scale)
+                                      seen_sample, special_ids, train_step, unfold_scale, width_x_mlp)
 from research.prompts import WIDE_LISTS, heldout_prompts, more_prompts, train_prompts, wide_prompts
 from research.typed_prompts import POOL_DIRS
 
@@ -297,7 +297,7 @@ def parse_args(argv=None):
                                      "and save its final weights")
     ap.add_argument("--replay", action="store_true", help="with --resume: also learn from the replies the "
                     "resumed draft's own run learned from (replayed: rebuilt from their records)")
-    ap.add_argument("--broaden", type=lambda v: tuple(int(x) for x in v.split("x")), metavar="WIDTHxMLP",
+    ap.add_argument("--broaden", type=width_x_mlp, metavar="WIDTHxMLP",
                     help="with --resume: also train a wider copy of the draft (e.g. 384x1024) on the same batches")
     args = ap.parse_args(argv)
     if args.broaden and not args.resume:

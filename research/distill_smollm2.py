@@ -449,6 +449,12 @@ def deepen(draft, n: int):
 
 
 @torch.no_grad()
+def width_x_mlp(text: str) -> tuple[int, int]:
+    """--broaden's argument: "384x1024" -> (384, 1024)."""
+    width, mlp = (int(v) for v in text.split("x"))
+    return width, mlp
+
+
 def broaden(draft, width: int, mlp: int, std: float = 0.02):
     """The draft at hidden size `width` (more heads of the same head_dim) and MLP size `mlp`,
     computing what it did up to rounding (function-preserving growth, as Net2Net, Chen et al. 2016,
@@ -507,8 +513,7 @@ def parent_masks(args, draft) -> dict[str, torch.Tensor]:
     with safe_open(Path(args.resume) / "model.safetensors", "pt") as f:
         shapes = {k: f.get_slice(k).get_shape() for k in f.keys()}
     old_layers = len({k.split(".")[2] for k in shapes if k.startswith("model.layers.")})
-    new = {j for j, (_, added) in enumerate(layer_order(old_layers, args.deepen)) if added} if args.deepen else set()
-    return grown_masks(draft, shapes, new)
+    return grown_masks(draft, shapes, added_layers(old_layers, args.deepen) if args.deepen else set())
 
 
 def boost_grown(opt, draft, masks: dict[str, torch.Tensor], k: float) -> None:
@@ -537,12 +542,17 @@ def layer_order(old: int, n: int) -> list[tuple[int, bool]]:
     return [(i, new) for i in range(old) for new in ((False, True) if i in after else (False,))]
 
 
+def added_layers(old: int, n: int) -> set[int]:
+    """The indices deepen gives its n new layers in an old + n layer draft (layer_order)."""
+    return {j for j, (_, added) in enumerate(layer_order(old, n)) if added}
+
+
 def train_only_new_layers(draft, n: int) -> int:
     """Freeze every weight of a draft deepened by n layers but those n new layers' (LLaMA Pro
     trains only the added blocks, so the old draft's knowledge cannot be overwritten); returns
     how many parameters stay trainable."""
     old = draft.config.num_hidden_layers - n
-    new = {f"model.layers.{j}." for j, (_, added) in enumerate(layer_order(old, n)) if added}
+    new = {f"model.layers.{j}." for j in added_layers(old, n)}
     for name, weight in draft.named_parameters():
         weight.requires_grad_(any(name.startswith(prefix) for prefix in new))
     return sum(w.numel() for w in draft.parameters() if w.requires_grad)
@@ -819,7 +829,7 @@ def train_draft(args) -> None:
         data_log["heldout_kept_coverage_before_widening"] = kept_coverage(DraftVocab(kept, VOCAB_SIZE, "cpu"), held)
     print(f"draft: {draft.num_parameters():,} parameters; {len(data)} replies, {len(corpus)} corpus windows")
     opt = torch.optim.AdamW([w for w in draft.parameters() if w.requires_grad], lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
-    if getattr(args, "grown_lr", 1.0) != 1.0:
+    if args.grown_lr != 1.0:
         masks = parent_masks(args, draft)
         boost_grown(opt, draft, masks, args.grown_lr)
         print(f"grown elements at {args.grown_lr}x the learning rate: {sum(int(m.sum()) for m in masks.values()):,}")
@@ -979,9 +989,9 @@ def parse_args(argv=None):
     ap.add_argument("--deepen", type=int, default=0, metavar="N",
                     help="train with --resume: add N decoder layers that start as the identity (deepen: "
                     "block expansion), so training starts from the saved draft's own drafts")
-    ap.add_argument("--broaden", type=lambda v: tuple(int(x) for x in v.split("x")), metavar="WIDTHxMLP",
+    ap.add_argument("--broaden", type=width_x_mlp, metavar="WIDTHxMLP",
                     help="train with --resume: grow the hidden size (more heads of the same size) and the MLP, "
-                    "e.g. 384x1024, starting from exactly the saved draft's function (broaden)")
+                    "e.g. 384x1024, starting from the saved draft's function up to rounding (broaden)")
     ap.add_argument("--grown-lr", type=float, default=1.0, metavar="K",
                     help="train with --broaden or --deepen: K times the learning rate for the elements they added "
                     "(boost_grown), which start at zero or random where the parent's are trained")

@@ -481,8 +481,10 @@ def test_grown_elements_take_k_times_the_step_and_the_parent_elements_the_same(g
         grown, new_layers = distill.broaden(base, 128, 256), set()
         added = grown.num_parameters() - base.num_parameters()
     else:
-        grown, new_layers = distill.deepen(base, 1), {1}
-        added = sum(w.numel() for w in grown.model.layers[1].parameters())
+        grown, new_layers = distill.deepen(base, 1), distill.added_layers(2, 1)
+        (j,) = new_layers
+        assert not grown.model.layers[j].mlp.down_proj.weight.any()            # deepen's zeroed copy
+        added = sum(w.numel() for w in grown.model.layers[j].parameters())
     masks = distill.grown_masks(grown, shapes, new_layers)
     assert sum(int(m.sum()) for m in masks.values()) == added
     twin = copy.deepcopy(grown)
@@ -511,7 +513,7 @@ def test_training_only_the_new_layers_leaves_every_old_weight_as_it_was():
     base = distill.make_draft(cfg, torch.randn(V, 576), list(range(0, 400, 2)), distill.draft_shape(64, 4))
     deep = distill.deepen(base, 2).train()
     trainable = distill.train_only_new_layers(deep, 2)
-    new = [j for j, (_, added) in enumerate(distill.layer_order(4, 2)) if added]
+    new = sorted(distill.added_layers(4, 2))
     assert new == [2, 5] and trainable == 2 * sum(w.numel() for w in deep.model.layers[0].parameters())
     before = {k: v.clone() for k, v in deep.state_dict().items()}
     opt = torch.optim.AdamW([w for w in deep.parameters() if w.requires_grad], lr=1e-2)
