@@ -21,8 +21,17 @@ which compares them) choose among all four by name (make_policy):
                   alpha relaxes toward the prior alpha0 (A <- decay * A + (1 - decay) * alpha0 * w,
                   N likewise with w): after a few plain steps the policy tries drafting again
                   where drafting pays at alpha0. Where it does not, it never drafts.
+                  t_draft and t(q) are the probe's (measure_costs, before the run) until the run
+                  has timed SEEN_MIN passes of that kind; from then on the median of its last
+                  SEEN_WINDOW. Inside a decode a pass need not cost what it costs repeated alone:
+                  on a CPU the target's pass streams its weights through the caches and the
+                  draft's next pass reloads its own, slower than back to back
+                  (research/RESULTS.md, "The draft's pass inside a decode").
 """
 from __future__ import annotations
+
+import statistics
+from collections import deque
 
 from app.settings import InputError
 
@@ -95,23 +104,34 @@ class ConfidenceStop:
 
 class RooflineDepth:
     """argmax over gamma in [gamma_min, gamma_max] of E(gamma) / T(gamma) (module docstring).
-    t_target[q - 1] = t(q) in seconds; t_draft: one draft pass of one token."""
+    t_target[q - 1] = t(q) in seconds; t_draft: one draft pass of one token; both as probed
+    before the run, replaced by the run's own passes as it times them (in_run=True)."""
     name = "roofline"
+    SEEN_MIN, SEEN_WINDOW = 3, 9
 
     def __init__(self, t_draft: float, t_target: list[float], gamma_max: int,
                  alpha0: float = 0.5, prior_weight: float = 2.0, decay: float = 0.8,
-                 gamma_min: int = 1):
+                 gamma_min: int = 1, in_run: bool = True):
         if len(t_target) < gamma_max + 1:
             raise InputError("roofline policy: need t(q) for q = 1..gamma_max+1")
         self.t_draft, self.t_target, self.gamma_max = t_draft, t_target, gamma_max
         self.gamma_min = min(max(gamma_min, 0), gamma_max)
         self.accepted, self.examined, self.decay = alpha0 * prior_weight, prior_weight, decay
-        self.alpha0, self.prior_weight = alpha0, prior_weight
+        self.alpha0, self.prior_weight, self.in_run = alpha0, prior_weight, in_run
         self.history: list[int] = []
+        self.seen: dict[tuple[str, int], deque] = {}  # ("draft", 1) / ("target", q) -> seconds
 
     @property
     def alpha(self) -> float:
         return min(self.accepted / self.examined, 0.999)
+
+    def cost(self, model: str, q: int) -> float:
+        """Seconds of one pass: the median of the run's last SEEN_WINDOW passes of this model
+        and q once it has SEEN_MIN of them (and in_run), else the probe's."""
+        seen = self.seen.get((model, q), ())
+        if self.in_run and len(seen) >= self.SEEN_MIN:
+            return statistics.median(seen)
+        return self.t_draft if model == "draft" else self.t_target[q - 1]
 
     def best(self, alpha: float) -> int:
         """The gamma of the highest expected rate at `alpha` (the smallest on ties)."""
@@ -121,7 +141,7 @@ class RooflineDepth:
         """Expected tokens per second at depth gamma under `alpha` (default: the current
         estimate); gamma 0: plain decoding, one token per target pass of one token."""
         alpha = self.alpha if alpha is None else alpha
-        return expected_tokens(alpha, gamma) / (gamma * self.t_draft + self.t_target[gamma])
+        return expected_tokens(alpha, gamma) / (gamma * self.cost("draft", 1) + self.cost("target", gamma + 1))
 
     def gamma(self) -> int:
         best = self.best(self.alpha)
@@ -142,12 +162,22 @@ class RooflineDepth:
             t = self.t_target
             return (f"plain decoding: with the measured pass times (draft {self.t_draft * 1e3:.2f} ms, "
                     f"target {t[0] * 1e3:.2f} ms for 1 token, {t[1] * 1e3:.2f} ms for 2) no γ ≥ 1 is "
-                    f"predicted to beat it at α ≈ {self.alpha:.2f}")
+                    f"predicted to beat it at α ≈ {self.alpha:.2f}") + self.in_run_note()
         counts = {g: self.history.count(g) for g in sorted(set(self.history))}
         t = self.t_target[:self.gamma_max + 1]
         return "γ per step: " + ", ".join(f"{g} ({n}×)" for g, n in counts.items()) \
             + f"; final α estimate {self.alpha:.2f}; timed: draft {self.t_draft * 1e3:.2f} ms, target " \
-            + ", ".join(f"{x * 1e3:.1f}" for x in t) + f" ms for 1–{len(t)} tokens"
+            + ", ".join(f"{x * 1e3:.1f}" for x in t) + f" ms for 1–{len(t)} tokens" + self.in_run_note()
+
+    def in_run_note(self) -> str:
+        """The pass times the run itself measured, where they replaced the probe's ("" if none)."""
+        used = sorted(k for k, v in self.seen.items() if len(v) >= self.SEEN_MIN) if self.in_run else []
+        if not used:
+            return ""
+        parts = [f"draft {self.cost(m, q) * 1e3:.2f} ms" if m == "draft" else
+                 f"target {self.cost(m, q) * 1e3:.1f} ms for {q}" for m, q in used]
+        return f"; chosen by once timed {self.SEEN_MIN}× in the run (median of the last {self.SEEN_WINDOW}): " \
+            + ", ".join(parts)
 
     def keep_drafting(self, q_row) -> bool:
         return True
@@ -158,6 +188,16 @@ class RooflineDepth:
         self.accepted = self.decay * self.accepted + seen
         self.examined = self.decay * self.examined + (self.prior_weight * (1 - self.decay) if relax
                                                       else len(event.checks))
+        self.observe(event.forwards)
+
+    def observe(self, forwards) -> None:
+        """Keep the seconds of the step's one-token draft passes and its target pass (not the
+        prefills, nor a draft pass of two tokens after a fully accepted step)."""
+        for f in forwards:
+            drafted = f.model == "draft" and f.phase == "draft" and f.tokens == 1
+            verified = f.model == "target" and f.phase in ("verify", "decode")
+            if f.batch == 1 and (drafted or verified):
+                self.seen.setdefault((f.model, f.tokens), deque(maxlen=self.SEEN_WINDOW)).append(f.seconds)
 
 
 def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3, fast: bool | None = None,

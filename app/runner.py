@@ -49,7 +49,8 @@ DEPTH_POLICIES = {
     "heuristic": "+2 after a fully accepted step, −1 otherwise, within [1, γ]",
     "confidence": f"draft up to γ, stop once the draft's top probability < {CONFIDENCE_THRESHOLD}",
     "roofline": "each step, the γ from 0 (plain decoding) to the slider value that maximises the "
-                "expected tokens per second, from this pair's measured pass times and the running α",
+                "expected tokens per second, from this pair's pass times (timed first, then the run's own) "
+                "and the running α",
 }
 PROMPT_MODES = {"auto": "chat when the target has a chat template, else continuation",
                 "chat": "the prompt is one user message; the model writes the assistant's reply",

@@ -11,7 +11,7 @@ from app.cli import build_parser, check_generate_args, generate_request, main
 from app.engine import DecodeSettings, autoregressive_generate, run
 from app.policies import RooflineDepth, make_policy
 from app.settings import DEFAULTS, InputError
-from app.trace import StepEvent
+from app.trace import ForwardTiming, StepEvent
 
 PROMPT = "It is a truth"
 
@@ -72,6 +72,53 @@ def test_after_rejections_it_decodes_plainly_then_tries_again():
         plain_steps += 1
         assert plain_steps < 20
     assert p.gamma() >= 1 and p.alpha < 0.5
+
+
+def timed_step(gamma, accepted, t_draft, t_verify, draft_tokens=1):
+    """event(gamma, accepted) with its passes timed: gamma draft passes (the first of
+    draft_tokens tokens) of t_draft seconds, then the target's verify pass of gamma + 1 tokens."""
+    step = event(gamma, accepted)
+    step.forwards = [ForwardTiming("draft", "draft", 1, draft_tokens if i == 0 else 1, 50, t_draft)
+                     for i in range(gamma)] + [ForwardTiming("target", "verify", 1, gamma + 1, 50, t_verify)]
+    return step
+
+
+@pytest.mark.parametrize("in_run", [True, False])
+def test_the_runs_own_pass_times_replace_the_probes_once_three_are_seen(in_run):
+    """A draft pass that costs 6x the probe's inside the decode (as a CPU's cache makes it) moves
+    the choice from gamma 2 to gamma 1 once SEEN_MIN such passes are timed; alpha stays 0.5."""
+    p = RooflineDepth(**CHEAP, in_run=in_run)
+    # at alpha 0.5, probe costs: gamma 2 1.75 / (0.1 + 1.2) = 1.35 tokens/s beats gamma 1's 1.30
+    assert p.gamma() == 2
+    p.update(timed_step(2, 1, t_draft=0.3, t_verify=1.2))  # 2 draft passes seen: not yet 3
+    assert p.alpha == pytest.approx(0.5) and p.gamma() == 2 and p.cost("draft", 1) == 0.05
+    p.update(timed_step(2, 1, t_draft=0.3, t_verify=1.2))
+    # now gamma 1: 1.5 / (0.3 + 1.1) = 1.07 against gamma 2: 1.75 / (0.6 + 1.2) = 0.97
+    assert p.gamma() == (1 if in_run else 2)
+    assert p.cost("draft", 1) == (0.3 if in_run else 0.05) and p.cost("target", 2) == 1.1  # never run at q 2
+    p.update(timed_step(2, 1, t_draft=0.3, t_verify=1.3))  # a third verify pass of 3 tokens: 1.2, 1.2, 1.3
+    assert p.note().endswith("; chosen by once timed 3× in the run (median of the last 9): draft 300.00 ms, "
+                             "target 1200.0 ms for 3" if in_run else "1400.0 ms for 1–5 tokens")
+
+
+def test_prefills_and_two_token_draft_passes_are_not_taken_for_a_draft_pass():
+    p = RooflineDepth(**CHEAP)
+    for _ in range(3):
+        step = timed_step(1, 1, t_draft=0.9, t_verify=1.1, draft_tokens=2)  # after a fully accepted step
+        step.forwards += [ForwardTiming("draft", "prefill", 1, 1, 0, 5.0), ForwardTiming("target", "prefill", 1, 40, 0, 5.0)]
+        p.update(step)
+    assert p.cost("draft", 1) == 0.05 and p.cost("target", 2) == 1.1 and set(p.seen) == {("target", 2)}
+
+
+def test_a_real_decode_feeds_the_policy_its_own_passes(tiny_pair):
+    ids = ids_of(tiny_pair, PROMPT)
+    policy = RooflineDepth(**CHEAP)
+    trace = list(run(tiny_pair, ids, PROMPT, DecodeSettings(gamma=4, max_new_tokens=40), policy=policy))[-1]
+    passes = [(f.model, f.tokens, f.seconds) for f in trace.forwards() if f.phase != "prefill"]
+    for (model, q), seen in policy.seen.items():
+        timed = [s for m, n, s in passes if (m, n) == (model, q)]
+        assert list(seen) == timed[-RooflineDepth.SEEN_WINDOW:]  # the last 9, in the run's order
+    assert ("draft", 1) in policy.seen and any(m == "target" for m, _ in policy.seen)
 
 
 @pytest.mark.parametrize("costs", [STEEP, CHEAP], ids=["always-plain", "mixed"])

@@ -135,7 +135,8 @@ def test_batch_vs_depth_measures_alpha_or_demands_one_for_shape_pairs(tiny_pair)
 # --------------------------------------------------------------------------- 3. policies
 
 def event(gamma, n_accepted, examined=None):
-    return SimpleNamespace(gamma=gamma, n_accepted=n_accepted,
+    """What a policy reads of a StepEvent (no timed passes: the roofline policy keeps its probe's)."""
+    return SimpleNamespace(gamma=gamma, n_accepted=n_accepted, forwards=[],
                            checks=[0] * (examined if examined is not None else min(gamma, n_accepted + 1)))
 
 

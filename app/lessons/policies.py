@@ -27,7 +27,7 @@ CLAIM = "an adaptive depth policy beats both the best fixed γ of the same sweep
 LABELS = {"tokens_per_s, seconds": "measured (per round, all prompts; min/median/max over rounds)",
           "alpha, drafted, accepted, wasted, target_passes, mean_gamma": "counted from the first round's runs",
           "t_draft, t_target": "measured (one pass each, repeats interleaved; min/median/max, "
-                               "the roofline policy uses the medians)"}
+                               "the roofline policy starts from the medians, then takes its own runs' passes)"}
 
 
 @dataclass
