@@ -15,7 +15,7 @@ is far narrower than either alpha's own: it says whether a candidate draft is be
 comparing two separate intervals cannot.
 
 What is measured, at each temperature T: the target samples `--replies` replies of `--tokens`
-tokens (plain decoding, seeds 0, 1, ...) to held-out chat prompts (evaluate_smollm2.chat_prompts),
+tokens (plain decoding, seeds 0, 1, ..., or --seed S, S + 1, ...) to held-out chat prompts (evaluate_smollm2.chat_prompts),
 or with --set to the realistic evaluation set (research/eval_prompts.json; its first N prompts of
 every category with --set N), then each draft is teacher-forced over them and alpha = mean over reply positions of
 sum_x min(p_target, q_draft) at T (Leviathan et al. 2023, Def. 3.1; flagship.reply_alphas).
@@ -150,6 +150,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--temperature", type=float, nargs="+", default=[0.7])
     ap.add_argument("--set", type=int, nargs="?", const=0, default=None, metavar="N",
                     help="the realistic evaluation set instead (its first N prompts of every category; all without N)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="the first reply's sampling seed (seed + i for the i-th): another seed samples new "
+                         "replies to the same prompts, a replication of a comparison (default 0)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--chain", type=Path, nargs=2, metavar=("A_VS_B", "B_VS_C"),
@@ -180,10 +183,10 @@ def main(argv=None) -> dict:
     texts, tasks = chat_prompt_texts(args.replies), chat_prompt_texts(args.replies, tasks=True)
     result = {"commit": code_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
               "a": {"draft": str(args.a), "int8": args.a_int8}, "b": {"draft": str(args.b), "int8": args.b_int8},
-              "tokens_per_reply": args.tokens}
+              "tokens_per_reply": args.tokens, "seed": args.seed}
     for t in args.temperature:
         print(f"T = {t}: the target samples {len(prompts)} replies, then both drafts score them", file=sys.stderr)
-        result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8))
+        result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8), args.seed)
         rows = result[f"T={t}"]["per_reply"]
         for row, text, task in zip(rows, texts, tasks):
             row["prompt"], row["task"] = text, task
@@ -202,11 +205,11 @@ def _main_set(args, pair_a, pair_b, t0: float) -> dict:
     prompts = [chat_ids(pair_a.tokenizer, p["messages"]) for p in chosen]
     result = {"commit": code_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
               "a": {"draft": str(args.a), "int8": args.a_int8}, "b": {"draft": str(args.b), "int8": args.b_int8},
-              "tokens_per_reply": args.tokens, "prompts": "research/eval_prompts.json" + (
+              "tokens_per_reply": args.tokens, "seed": args.seed, "prompts": "research/eval_prompts.json" + (
                   f", first {args.set} of every category" if args.set else "")}
     for t in args.temperature:
         print(f"T = {t}: the target samples {len(prompts)} replies, then both drafts score them", file=sys.stderr)
-        result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8),
+        result[f"T={t}"] = compare(pair_a, pair_b, prompts, t, args.tokens, (args.a_int8, args.b_int8), args.seed,
                                    categories=[p["category"] for p in chosen])
         for row, p in zip(result[f"T={t}"]["per_reply"], chosen):
             row["id"], row["category"] = p["id"], p["category"]

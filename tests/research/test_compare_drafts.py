@@ -168,3 +168,19 @@ def test_chain_gives_the_direct_comparison_and_refuses_other_replies():
             r.pop("category")
     plain = chain(first, second)["T=0.7"]
     assert "by_category" not in plain and plain["b_minus_a"] == got["b_minus_a"]
+
+
+def test_seed_samples_other_replies_and_the_command_passes_it_on(embedded_pair, monkeypatch, tmp_path):
+    """--seed S: the replies of seeds S, S + 1, ... (a replication on new replies to the same
+    prompts), recorded in the JSON."""
+    import research.compare_drafts as cd
+    import research.evaluate_smollm2 as ev
+    prompts = [embedded_pair.tokenizer(t)["input_ids"] for t in ("It is a truth", "Emma")]
+    first, again = cd.compare(embedded_pair, embedded_pair, prompts, 0.7, 12), cd.compare(embedded_pair, embedded_pair, prompts, 0.7, 12, seed=1000)
+    assert [r["a"] for r in first["per_reply"]] != [r["a"] for r in again["per_reply"]]
+    seen = []
+    monkeypatch.setattr(cd, "load_sides", lambda a, b, device: (embedded_pair, embedded_pair))
+    monkeypatch.setattr(ev, "chat_prompts", lambda pair, n: prompts)
+    monkeypatch.setattr(cd, "compare", lambda *a, **k: seen.append(a[6] if len(a) > 6 else k.get("seed")) or {"per_reply": []})
+    out = cd.main(["--b-int8", "--replies", "2", "--seed", "1000", "--out", str(tmp_path / "c.json")])
+    assert seen == [1000] and out["seed"] == 1000
