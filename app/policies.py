@@ -25,12 +25,16 @@ which compares them) choose among all four by name (make_policy):
                   has timed SEEN_MIN passes of that kind; from then on the median of its last
                   SEEN_WINDOW. Inside a decode a pass need not cost what it costs repeated alone:
                   on a CPU the target's pass streams its weights through the caches and the
-                  draft's next pass reloads its own, slower than back to back
+                  draft's next pass reloads its own, slower than back to back. The run also
+                  times what a step costs besides its passes (sampling, the acceptance test,
+                  the record of the step), o, a drafting step's and a plain one's apart, and
+                  adds it: T = gamma * t_draft + t_target(gamma + 1) + o
                   (research/RESULTS.md, "The draft's pass inside a decode").
 """
 from __future__ import annotations
 
 import statistics
+import time
 from collections import deque
 
 from app.settings import InputError
@@ -105,13 +109,14 @@ class ConfidenceStop:
 class RooflineDepth:
     """argmax over gamma in [gamma_min, gamma_max] of E(gamma) / T(gamma) (module docstring).
     t_target[q - 1] = t(q) in seconds; t_draft: one draft pass of one token; both as probed
-    before the run, replaced by the run's own passes as it times them (in_run=True)."""
+    before the run, replaced by the run's own passes as it times them, and the rest of a step
+    added once timed (in_run=True; in_run=False: the probe's alone). clock: seconds (tests)."""
     name = "roofline"
     SEEN_MIN, SEEN_WINDOW = 3, 9
 
     def __init__(self, t_draft: float, t_target: list[float], gamma_max: int,
                  alpha0: float = 0.5, prior_weight: float = 2.0, decay: float = 0.8,
-                 gamma_min: int = 1, in_run: bool = True):
+                 gamma_min: int = 1, in_run: bool = True, clock=time.perf_counter):
         if len(t_target) < gamma_max + 1:
             raise InputError("roofline policy: need t(q) for q = 1..gamma_max+1")
         self.t_draft, self.t_target, self.gamma_max = t_draft, t_target, gamma_max
@@ -119,18 +124,25 @@ class RooflineDepth:
         self.accepted, self.examined, self.decay = alpha0 * prior_weight, prior_weight, decay
         self.alpha0, self.prior_weight, self.in_run = alpha0, prior_weight, in_run
         self.history: list[int] = []
-        self.seen: dict[tuple[str, int], deque] = {}  # ("draft", 1) / ("target", q) -> seconds
+        # ("draft", 1), ("target", q): a pass; ("step", 1 | 0): the rest of a drafting | plain step
+        self.seen: dict[tuple[str, int], deque] = {}
+        self.clock, self.started = clock, None
 
     @property
     def alpha(self) -> float:
         return min(self.accepted / self.examined, 0.999)
 
     def cost(self, model: str, q: int) -> float:
-        """Seconds of one pass: the median of the run's last SEEN_WINDOW passes of this model
-        and q once it has SEEN_MIN of them (and in_run), else the probe's."""
-        seen = self.seen.get((model, q), ())
-        if self.in_run and len(seen) >= self.SEEN_MIN:
-            return statistics.median(seen)
+        """Seconds of one pass ("draft" or "target", q tokens) or of the rest of a step ("step",
+        q = 1 drafting, 0 plain): the median of the run's last SEEN_WINDOW once it has SEEN_MIN
+        of them (and in_run); else a pass's probe, and a step's rest as the other kind's (0 if
+        neither is known yet: the probe times passes only)."""
+        for key in ((model, q), (model, 1 - q)) if model == "step" else ((model, q),):
+            seen = self.seen.get(key, ())
+            if self.in_run and len(seen) >= self.SEEN_MIN:
+                return statistics.median(seen)
+        if model == "step":
+            return 0.0
         return self.t_draft if model == "draft" else self.t_target[q - 1]
 
     def best(self, alpha: float) -> int:
@@ -141,11 +153,13 @@ class RooflineDepth:
         """Expected tokens per second at depth gamma under `alpha` (default: the current
         estimate); gamma 0: plain decoding, one token per target pass of one token."""
         alpha = self.alpha if alpha is None else alpha
-        return expected_tokens(alpha, gamma) / (gamma * self.cost("draft", 1) + self.cost("target", gamma + 1))
+        return expected_tokens(alpha, gamma) / (gamma * self.cost("draft", 1) + self.cost("target", gamma + 1)
+                                                + self.cost("step", int(gamma > 0)))
 
     def gamma(self) -> int:
         best = self.best(self.alpha)
         self.history.append(best)
+        self.started = self.clock()  # the step starts: update() times the rest of it
         return best
 
     @property
@@ -174,7 +188,9 @@ class RooflineDepth:
         used = sorted(k for k, v in self.seen.items() if len(v) >= self.SEEN_MIN) if self.in_run else []
         if not used:
             return ""
+        names = {("step", 1): "rest of a drafting step", ("step", 0): "rest of a plain step"}
         parts = [f"draft {self.cost(m, q) * 1e3:.2f} ms" if m == "draft" else
+                 f"{names[m, q]} {self.cost(m, q) * 1e3:.2f} ms" if m == "step" else
                  f"target {self.cost(m, q) * 1e3:.1f} ms for {q}" for m, q in used]
         return f"; chosen by once timed {self.SEEN_MIN}× in the run (median of the last {self.SEEN_WINDOW}): " \
             + ", ".join(parts)
@@ -189,6 +205,11 @@ class RooflineDepth:
         self.examined = self.decay * self.examined + (self.prior_weight * (1 - self.decay) if relax
                                                       else len(event.checks))
         self.observe(event.forwards)
+        if self.started is not None:  # the step's wall time less its passes (a prefill ran before it)
+            passes = sum(f.seconds for f in event.forwards if f.phase != "prefill")
+            rest = max(self.clock() - self.started - passes, 0.0)
+            self.seen.setdefault(("step", int(event.gamma > 0)), deque(maxlen=self.SEEN_WINDOW)).append(rest)
+            self.started = None
 
     def observe(self, forwards) -> None:
         """Keep the seconds of the step's one-token draft passes and its target pass (not the

@@ -87,18 +87,46 @@ def timed_step(gamma, accepted, t_draft, t_verify, draft_tokens=1):
 def test_the_runs_own_pass_times_replace_the_probes_once_three_are_seen(in_run):
     """A draft pass that costs 6x the probe's inside the decode (as a CPU's cache makes it) moves
     the choice from gamma 2 to gamma 1 once SEEN_MIN such passes are timed; alpha stays 0.5."""
-    p = RooflineDepth(**CHEAP, in_run=in_run)
+    now = [0.0]
+    p = RooflineDepth(**CHEAP, in_run=in_run, clock=lambda: now[0])
+
+    def step(t_verify=1.2):  # a step of gamma 2: its passes, and 10 ms besides them
+        chosen = p.gamma()
+        now[0] += 2 * 0.3 + t_verify + 0.01
+        p.update(timed_step(2, 1, t_draft=0.3, t_verify=t_verify))
+        return chosen
+
     # at alpha 0.5, probe costs: gamma 2 1.75 / (0.1 + 1.2) = 1.35 tokens/s beats gamma 1's 1.30
-    assert p.gamma() == 2
-    p.update(timed_step(2, 1, t_draft=0.3, t_verify=1.2))  # 2 draft passes seen: not yet 3
-    assert p.alpha == pytest.approx(0.5) and p.gamma() == 2 and p.cost("draft", 1) == 0.05
-    p.update(timed_step(2, 1, t_draft=0.3, t_verify=1.2))
+    assert step() == 2  # then 2 draft passes seen: not yet 3
+    assert p.alpha == pytest.approx(0.5) and p.cost("draft", 1) == 0.05
+    assert step() == 2
     # now gamma 1: 1.5 / (0.3 + 1.1) = 1.07 against gamma 2: 1.75 / (0.6 + 1.2) = 0.97
-    assert p.gamma() == (1 if in_run else 2)
+    assert step(t_verify=1.3) == (1 if in_run else 2)
     assert p.cost("draft", 1) == (0.3 if in_run else 0.05) and p.cost("target", 2) == 1.1  # never run at q 2
-    p.update(timed_step(2, 1, t_draft=0.3, t_verify=1.3))  # a third verify pass of 3 tokens: 1.2, 1.2, 1.3
+    assert p.cost("step", 1) == pytest.approx(0.01 if in_run else 0.0)
+    assert p.cost("step", 0) == p.cost("step", 1)  # no plain step yet: the drafting steps' rest stands in
     assert p.note().endswith("; chosen by once timed 3× in the run (median of the last 9): draft 300.00 ms, "
-                             "target 1200.0 ms for 3" if in_run else "1400.0 ms for 1–5 tokens")
+                             "rest of a drafting step 10.00 ms, target 1200.0 ms for 3" if in_run
+                             else "1400.0 ms for 1–5 tokens")
+
+
+def test_the_rest_of_a_step_is_its_wall_time_less_its_own_passes():
+    """Timed from gamma() to update(): a prefill (run before the step) is not subtracted, and the
+    drafting and plain steps are kept apart, each added to its own rate."""
+    now = [0.0]
+    p = RooflineDepth(**CHEAP, gamma_min=0, clock=lambda: now[0])
+    for gamma, rest in ((1, 0.02), (0, 0.005)) * 3:
+        p.gamma()
+        step = timed_step(gamma, 0, t_draft=0.05, t_verify=1.1) if gamma else event(0, 0)
+        step.forwards += [ForwardTiming("target", "prefill", 1, 40, 0, 5.0)]
+        if not gamma:
+            step.forwards.append(ForwardTiming("target", "decode", 1, 1, 50, 1.0))
+        now[0] += sum(f.seconds for f in step.forwards if f.phase != "prefill") + rest
+        p.update(step)
+    assert p.cost("step", 1) == pytest.approx(0.02) and p.cost("step", 0) == pytest.approx(0.005)
+    alpha = p.alpha
+    assert p.rate(1) == pytest.approx((1 + alpha) / (0.05 + 1.1 + 0.02))
+    assert p.rate(0) == pytest.approx(1 / (1.0 + 0.005))
 
 
 def test_prefills_and_two_token_draft_passes_are_not_taken_for_a_draft_pass():
@@ -116,9 +144,14 @@ def test_a_real_decode_feeds_the_policy_its_own_passes(tiny_pair):
     trace = list(run(tiny_pair, ids, PROMPT, DecodeSettings(gamma=4, max_new_tokens=40), policy=policy))[-1]
     passes = [(f.model, f.tokens, f.seconds) for f in trace.forwards() if f.phase != "prefill"]
     for (model, q), seen in policy.seen.items():
-        timed = [s for m, n, s in passes if (m, n) == (model, q)]
-        assert list(seen) == timed[-RooflineDepth.SEEN_WINDOW:]  # the last 9, in the run's order
+        if model != "step":
+            timed = [s for m, n, s in passes if (m, n) == (model, q)]
+            assert list(seen) == timed[-RooflineDepth.SEEN_WINDOW:]  # the last 9, in the run's order
     assert ("draft", 1) in policy.seen and any(m == "target" for m, _ in policy.seen)
+    assert all(x >= 0 for k in (("step", 0), ("step", 1)) for x in policy.seen.get(k, ()))
+    for kind in (0, 1):  # one rest per step, kept apart for drafting (1) and plain (0) steps
+        steps = sum(int(s.gamma > 0) == kind for s in trace.steps)
+        assert len(policy.seen.get(("step", kind), ())) == min(steps, RooflineDepth.SEEN_WINDOW)
 
 
 @pytest.mark.parametrize("costs", [STEEP, CHEAP], ids=["always-plain", "mixed"])
