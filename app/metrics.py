@@ -291,5 +291,5 @@ def summary_lines(s: dict) -> list[str]:
         lines.append(f"speedup                  {speedup_text(s)}")
         lines += [f"note                     {n}" for n in s["speedup_notes"]]
     if s.get("policy_note"):
-        lines.append(f"depth policy             {_text(s['depth_policy'] or '?')}: {_text(s['policy_note'], 300)}")
+        lines.append(f"depth policy             {_text(s['depth_policy'] or '?')}: {_text(s['policy_note'], 500)}")
     return lines

@@ -180,20 +180,22 @@ class RooflineDepth:
         counts = {g: self.history.count(g) for g in sorted(set(self.history))}
         t = self.t_target[:self.gamma_max + 1]
         return "γ per step: " + ", ".join(f"{g} ({n}×)" for g, n in counts.items()) \
-            + f"; final α estimate {self.alpha:.2f}; timed: draft {self.t_draft * 1e3:.2f} ms, target " \
+            + f"; final α estimate {self.alpha:.2f}; timed before the run: draft {self.t_draft * 1e3:.2f} ms, target " \
             + ", ".join(f"{x * 1e3:.1f}" for x in t) + f" ms for 1–{len(t)} tokens" + self.in_run_note()
 
     def in_run_note(self) -> str:
-        """The pass times the run itself measured, where they replaced the probe's ("" if none)."""
+        """The costs the run itself measured, where they replaced the probe's ("" if none)."""
         used = sorted(k for k, v in self.seen.items() if len(v) >= self.SEEN_MIN) if self.in_run else []
-        if not used:
-            return ""
-        names = {("step", 1): "rest of a drafting step", ("step", 0): "rest of a plain step"}
-        parts = [f"draft {self.cost(m, q) * 1e3:.2f} ms" if m == "draft" else
-                 f"{names[m, q]} {self.cost(m, q) * 1e3:.2f} ms" if m == "step" else
-                 f"target {self.cost(m, q) * 1e3:.1f} ms for {q}" for m, q in used]
-        return f"; chosen by once timed {self.SEEN_MIN}× in the run (median of the last {self.SEEN_WINDOW}): " \
-            + ", ".join(parts)
+        ms = lambda key: f"{self.cost(*key) * 1e3:.2f}"  # noqa: E731
+        parts = [f"draft {ms(k)} ms" for k in used if k[0] == "draft"]
+        qs = [q for m, q in used if m == "target"]
+        if qs:
+            parts.append(f"target {' / '.join(ms(('target', q)) for q in qs)} ms for {' / '.join(map(str, qs))} "
+                         f"token{'s' if qs != [1] else ''}")
+        rest = [f"{ms(('step', k))} ms a {kind} step" for k, kind in ((1, "drafting"), (0, "plain")) if ("step", k) in used]
+        if rest:
+            parts.append("besides the passes " + ", ".join(rest))
+        return f"; then the run's own (median of its last {self.SEEN_WINDOW}): " + ", ".join(parts) if parts else ""
 
     def keep_drafting(self, q_row) -> bool:
         return True

@@ -53,7 +53,7 @@ def test_the_note_gives_the_pass_times_it_chose_by():
     shorter on another machine says why (t(q) grew faster there)."""
     p = RooflineDepth(**CHEAP)
     chosen = [p.gamma() for _ in range(3)]
-    assert p.note() == (f"γ per step: {chosen[0]} (3×); final α estimate 0.50; timed: draft 50.00 ms, "
+    assert p.note() == (f"γ per step: {chosen[0]} (3×); final α estimate 0.50; timed before the run: draft 50.00 ms, "
                         "target 1000.0, 1100.0, 1200.0, 1300.0, 1400.0 ms for 1–5 tokens")
 
 
@@ -105,8 +105,8 @@ def test_the_runs_own_pass_times_replace_the_probes_once_three_are_seen(in_run):
     assert p.cost("draft", 1) == (0.3 if in_run else 0.05) and p.cost("target", 2) == 1.1  # never run at q 2
     assert p.cost("step", 1) == pytest.approx(0.01 if in_run else 0.0)
     assert p.cost("step", 0) == p.cost("step", 1)  # no plain step yet: the drafting steps' rest stands in
-    assert p.note().endswith("; chosen by once timed 3× in the run (median of the last 9): draft 300.00 ms, "
-                             "rest of a drafting step 10.00 ms, target 1200.0 ms for 3" if in_run
+    assert p.note().endswith("; then the run's own (median of its last 9): draft 300.00 ms, target 1200.00 ms "
+                             "for 3 tokens, besides the passes 10.00 ms a drafting step" if in_run
                              else "1400.0 ms for 1–5 tokens")
 
 
