@@ -464,7 +464,7 @@ FINETUNE_STEP = """### {title}
   trained on: their replies chose the checkpoint and the logit scale. The replies' token ids are in
   `demo_models/smollm2_replies/`, one record a shard, named as it is{template_note}.
 - **Vocabulary:** {widen}
-- **Training:** `{command}`: cross-entropy to the teacher's top-{top_k}, as above; AdamW, peak LR
+- **Training:** `{command}`: cross-entropy to the teacher's top-{top_k}, as above{tvd}; AdamW, peak LR
   {peak_lr}, {precision}, cosine schedule over the time cap, batches of {batch} replies, no corpus
   windows{mkl}.{unfolded} {steps_done} steps in {train_minutes} min on {train_threads} CPU threads. Held-out α bound
   (T = 1, top-{top_k}) on the held-out diverse replies: {curve}; the checkpoint of step {saved_step} is saved.
@@ -654,6 +654,9 @@ def _finetune_step(train: dict, parent: dict, title: str) -> str:
         continued=continued,
         template_note=", with `replies_T0.7.npz` rebuilt by a forward pass" if "replies_T0.7.pt" in data["replies"] else "",
         widen=widen, seen=train["seen_alpha_topk"], n_seen=train["seen_replies"], **_run_fields(train),
+        tvd=(f", plus {train['tvd']:g} × the rejection rate at T = {train['tvd_temperature']:g} (1 − Σ min(p, q) over "
+             f"the kept top-{train['top_k']}, both tempered: the total variation distance DistillSpec distils against, `--tvd`)"
+             if train.get("tvd") else ""),
         unfolded=(f" The parent's calibrated logit scale ({train['unfolded_scale']}) was divided back out of its final "
                   "norm before training (`unfold_scale`)." if train.get("unfolded_scale") else ""))
 

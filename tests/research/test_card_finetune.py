@@ -24,6 +24,12 @@ def test_a_step_that_unfolded_its_parents_scale_says_so():
     assert "divided back out" not in step_with_shards(["typed4_r0_T0.7"], unfolded_scale=None)
 
 
+def test_a_step_with_the_rejection_rate_as_a_loss_says_so():
+    said = ", plus 1 × the rejection rate at T = 0.7 (1 − Σ min(p, q) over the kept top-32, both tempered"
+    assert said in step_with_shards(["typed4_r0_T0.7"], tvd=1.0, tvd_temperature=0.7)
+    assert "rejection rate" not in step_with_shards(["typed4_r0_T0.7"], tvd=0.0)
+
+
 def test_continued_rounds_are_named_by_their_pool():
     text = step_with_shards(["diverse_c4_T0.7", "typed2_c0_T0.7", "typed2_r0_T1.0"])
     assert "The `diverse_c*` and `typed2_c*` rounds went on from a round's own first replies" in text
