@@ -19,9 +19,10 @@
 # To train the shipped draft further on fresh replies to the typed pools instead (issue 42), one
 # more call first brings a copy of it (.gpu_c: `cp -r .gpu_c/smollm2_draft /tmp/`), then:
 #     DISTILL_ARGS="--pools typed typed2 typed3 typed4 --resume /tmp/smollm2_draft --replay --corpus-windows 0
-#         --corpus-per-batch 0 --lr 3e-4 --epochs 4 --broaden 384x1024" EVAL_TIMEOUT=0 GGUF_SHA256=... bash benchmarks/gpu_distill.sh
+#         --corpus-per-batch 0 --lr 3e-4 --epochs 4 --tvd 1.0 --broaden 384x1024" EVAL_TIMEOUT=0 GGUF_SHA256=... bash benchmarks/gpu_distill.sh
 # (peak LR: the CPU fine-tunes' 1e-4 at 24 replies a step, times sqrt(256 / 24) for 256; a guess
-# that the run's held-out curve checks). Its draft comes back as drafts/6x320, and with --broaden
+# that the run's held-out curve checks; --tvd 1.0: the rejection rate beside the cross-entropy, which
+# gained on the CPU, research/RESULTS.md "A fifteenth fine-tune"). Its draft comes back as drafts/6x320, and with --broaden
 # a wider copy trained on the same batches as drafts/6x384 (capacity, which one CPU pass could
 # not test), to calibrate and compare on the realistic set here (research/RESULTS.md, the
 # fine-tunes' recipe).

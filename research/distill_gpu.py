@@ -177,7 +177,7 @@ def train(runs: list[Run], data, corpus, held, seen, pad: int, args) -> int:
         for run in runs:
             for g in run.opt.param_groups:
                 g["lr"] = lr
-            loss, alpha = train_step(run.draft, run.opt, batch, args.bf16)
+            loss, alpha = train_step(run.draft, run.opt, batch, args.bf16, args.tvd, args.tvd_temperature)
             if step % args.check_every == 0:
                 check(run, step, {"step": step, "loss": round(loss.item(), 4),
                                   "alpha_topk": round(alpha.mean().item(), 4),
@@ -210,7 +210,7 @@ def save(run: Run, tok, args, steps: int, log: dict, held: list[dict], seen: lis
         "as_saved": heldout_bounds(run.draft, held, tok.pad_token_id, (0.7, 1.0)),
         "seen_alpha_topk": heldout_alpha(run.draft, seen, tok.pad_token_id),  # the saved checkpoint's
         "seen_replies": len(seen), "heldout_kept_coverage": log["heldout_kept_coverage"],
-        "distill_temperature": 1.0, "tvd": 0.0,
+        "distill_temperature": 1.0, "tvd": args.tvd, "tvd_temperature": args.tvd_temperature,
         "autocast": "bf16" if args.bf16 else None, "seconds": log["train_seconds"],
         **({"resumed_from": parent, "unfolded_scale": calibrated_scale(parent)} if parent is not None else {})},
         command=COMMAND)
@@ -297,6 +297,9 @@ def parse_args(argv=None):
                                      "and save its final weights")
     ap.add_argument("--replay", action="store_true", help="with --resume: also learn from the replies the "
                     "resumed draft's own run learned from (replayed: rebuilt from their records)")
+    ap.add_argument("--tvd", type=float, default=0.0, help="weight of the rejection-rate term beside the "
+                    "cross-entropy, as distill_smollm2 train --tvd (the fifteenth CPU fine-tune's: 1.0)")
+    ap.add_argument("--tvd-temperature", type=float, default=0.7)
     ap.add_argument("--broaden", type=width_x_mlp, metavar="WIDTHxMLP",
                     help="with --resume: also train a wider copy of the draft (e.g. 384x1024) on the same batches")
     args = ap.parse_args(argv)

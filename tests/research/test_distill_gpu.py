@@ -76,6 +76,32 @@ def test_two_shapes_train_on_the_same_batches_and_save_their_best_checkpoint(tmp
     assert json.loads((tmp_path / "2x128" / "train_log.json").read_text())["shape"]["num_hidden_layers"] == 2
 
 
+def test_the_rejection_rate_term_reaches_the_loss_and_the_log(tmp_path):
+    """--tvd W adds W x (1 - the acceptance bound at --tvd-temperature) to every step's loss, as
+    the CPU trainer's --tvd does, and the saved log records it."""
+    data = made_up_data(4)
+    cfg = SimpleNamespace(vocab_size=distill.VOCAB_SIZE, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    kept = distill.choose_vocab(data, special=[0, 1, 2], k=12)
+    losses = {}
+    for tvd in ("0", "1"):
+        torch.manual_seed(0)
+        run = gpu.Run("1x64", distill.make_draft(cfg, torch.randn(distill.VOCAB_SIZE, 576), kept, gpu.parse_shape("1x64")), 1e-3)
+        args = gpu.parse_args(["--device", "cpu", "--out", str(tmp_path / tvd), "--epochs", "0.5", "--batch", "2",
+                               "--corpus-per-batch", "0", "--corpus-windows", "0", "--no-bf16", "--tvd", tvd])
+        steps = gpu.train([run], data, [], data[:2], data[2:], 2, args)
+        losses[tvd] = run.curve[0]["loss"]
+    # the same draft and batch: the difference is 1 - the bound at T = 0.7, in (0, 1)
+    assert 0 < losses["1"] - losses["0"] < 1
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR))
+    tok.pad_token_id = 2
+    gpu.save(run, tok, args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}},
+             data[:2], data[2:])
+    log = json.loads((tmp_path / "1" / "1x64" / "train_log.json").read_text())
+    assert log["tvd"] == 1.0 and log["tvd_temperature"] == 0.7
+    assert gpu.parse_args(["--out", "x"]).tvd == 0.0 and gpu.parse_args(["--out", "x"]).tvd_temperature == 0.7
+
+
 def device_script(tmp_path, distill_args: str, **env_more) -> tuple[Path, Path]:
     """benchmarks/gpu_distill.sh with DEVICE=cpu, the GGUF in two parts as the device calls bring
     it, and `distill_args`; (its WORK, its OUT) once it exited 0."""
