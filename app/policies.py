@@ -192,7 +192,8 @@ class RooflineDepth:
         if qs:
             parts.append(f"target {' / '.join(ms(('target', q)) for q in qs)} ms for {' / '.join(map(str, qs))} "
                          f"token{'s' if qs != [1] else ''}")
-        rest = [f"{ms(('step', k))} ms a {kind} step" for k, kind in ((1, "drafting"), (0, "plain")) if ("step", k) in used]
+        rest = [f"{ms(('step', k))} ms a {kind} step" for k, kind in ((1, "drafting"), (0, "plain"))
+                if ("step", k) in used]
         if rest:
             parts.append("besides the passes " + ", ".join(rest))
         return f"; then the run's own (median of its last {self.SEEN_WINDOW}): " + ", ".join(parts) if parts else ""

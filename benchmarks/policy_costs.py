@@ -7,7 +7,8 @@ The roofline policy (app.policies.RooflineDepth) chooses gamma from t_draft and 
 before the run, back to back (app.runner.pass_costs); inside a decode a pass can cost more (on a
 CPU the target's pass evicts the draft's weights from the caches between draft passes). The
 app's policy replaces the probe's times by the run's own once it has timed three passes of a
-kind (in_run=True); in_run=False keeps the probe's. This prints what that is worth.
+kind, and adds what each step costs besides its passes (in_run=True); in_run=False keeps the
+probe's alone. This prints what that is worth.
 
 One process, the flagship pair (gguf:smollm2-135m-instruct and the shipped draft), greedy, 64
 new tokens, gamma cap 4, on the paths the app's defaults choose by measurement
@@ -27,7 +28,6 @@ import argparse
 import json
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +41,8 @@ POLICIES = ("probe", "in-run")
 
 
 def load_flagship(draft: str):
-    """(pair, settings) as the app's default run on this device: greedy, 64 tokens, gamma cap 4,
-    fast path and int8 draft where they measure faster."""
+    """(pair, settings, the path choices in words) as the app's default run on this device:
+    greedy, 64 tokens, gamma cap 4, fast path and int8 draft where they measure faster."""
     from app import runner
     from app.gguf import load_gguf_pair
     from app.settings import DEFAULTS, DecodeSettings
@@ -71,7 +71,8 @@ def run_policies(pair, settings, ids: list[int], rounds: int, k: int) -> dict:
             out = [t for s in steps for t in s.emitted_ids]
             same &= out == plain_ids
             tps[name] = len(out) / seconds
-            drafts += [f.seconds for s in steps for f in s.forwards if f.model == "draft" and f.phase == "draft" and f.tokens == 1]
+            drafts += [f.seconds for s in steps for f in s.forwards
+                       if f.model == "draft" and f.phase == "draft" and f.tokens == 1]
         steps, seconds = runner.timed_decode(pair, ids, settings, plain=True)
         same &= [t for s in steps for t in s.emitted_ids] == plain_ids
         plain_tps.append(len(plain_ids) / seconds)
@@ -117,7 +118,7 @@ def main(argv=None) -> None:
     out = open(args.out, "w") if args.out else None
     for k, pid in enumerate(prompt_ids(args.per_category)[:args.prompts]):
         ids = tokenize(pair.tokenizer, by_id[pid]["messages"][0]["content"], pair.context, settings.max_new_tokens, chat=True)
-        row = {"id": pid, **run_policies(pair, replace(settings), ids, args.rounds, k)}
+        row = {"id": pid, **run_policies(pair, settings, ids, args.rounds, k)}
         rows.append(row)
         print(pid, " ".join(f"{p} {row['speedup'][p]:.3f}x" for p in POLICIES),
               f"draft pass {row['probe_draft_ms']:.2f} ms probed, {row['in_run_draft_ms']:.2f} ms in the runs", flush=True)
