@@ -211,7 +211,7 @@ class RooflineDepth:
         if self.started is not None:  # the step's wall time less its passes (a prefill ran before it)
             passes = sum(f.seconds for f in event.forwards if f.phase != "prefill")
             rest = max(self.clock() - self.started - passes, 0.0)
-            self.seen.setdefault(("step", int(event.gamma > 0)), deque(maxlen=self.SEEN_WINDOW)).append(rest)
+            self.keep(("step", int(event.gamma > 0)), rest)
             self.started = None
 
     def observe(self, forwards) -> None:
@@ -221,7 +221,11 @@ class RooflineDepth:
             drafted = f.model == "draft" and f.phase == "draft" and f.tokens == 1
             verified = f.model == "target" and f.phase in ("verify", "decode")
             if f.batch == 1 and (drafted or verified):
-                self.seen.setdefault((f.model, f.tokens), deque(maxlen=self.SEEN_WINDOW)).append(f.seconds)
+                self.keep((f.model, f.tokens), f.seconds)
+
+    def keep(self, key: tuple[str, int], seconds: float) -> None:
+        """Add one timing to seen[key], which holds the last SEEN_WINDOW."""
+        self.seen.setdefault(key, deque(maxlen=self.SEEN_WINDOW)).append(seconds)
 
 
 def measure_costs(pair, gamma_max: int, kv_len: int, repeats: int = 3, fast: bool | None = None,

@@ -448,13 +448,13 @@ def deepen(draft, n: int):
     return deeper
 
 
-@torch.no_grad()
 def width_x_mlp(text: str) -> tuple[int, int]:
     """--broaden's argument: "384x1024" -> (384, 1024)."""
     width, mlp = (int(v) for v in text.split("x"))
     return width, mlp
 
 
+@torch.no_grad()
 def broaden(draft, width: int, mlp: int, std: float = 0.02):
     """The draft at hidden size `width` (more heads of the same head_dim) and MLP size `mlp`,
     computing what it did up to rounding (function-preserving growth, as Net2Net, Chen et al. 2016,

@@ -43,23 +43,36 @@ def made_up_data(n: int) -> list[dict]:
     return [example([5, 6, 7, 8], 1, [a, b, a], [pa, pb, pa]) for _ in range(n)]
 
 
+def new_runs(data: list[dict], names) -> list:
+    """gpu.Runs of new drafts of these LAYERSxWIDTH shapes over the tiny test vocabulary kept
+    from `data`, their weights drawn from torch's generator as it stands (seed it first)."""
+    cfg = SimpleNamespace(vocab_size=distill.VOCAB_SIZE, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    kept = distill.choose_vocab(data, special=[0, 1, 2], k=12)
+    return [gpu.Run(name, distill.make_draft(cfg, torch.randn(distill.VOCAB_SIZE, 576), kept, gpu.parse_shape(name)),
+                    1e-3) for name in names]
+
+
+def tiny_tokenizer():
+    """The embedded target's tokenizer, padding with id 2 as the made-up data does."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR))
+    tok.pad_token_id = 2
+    return tok
+
+
 def test_two_shapes_train_on_the_same_batches_and_save_their_best_checkpoint(tmp_path):
     """train() runs every shape for at most --epochs passes; save() keeps each one's best
     checkpoint by the held-out bound at T = 1, and the log says which route made it."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
     data = made_up_data(8)
-    cfg = SimpleNamespace(vocab_size=distill.VOCAB_SIZE, bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    kept = distill.choose_vocab(data, special=[0, 1, 2], k=12)
     torch.manual_seed(0)
-    runs = [gpu.Run(name, distill.make_draft(cfg, torch.randn(distill.VOCAB_SIZE, 576), kept,
-                                             gpu.parse_shape(name)), 1e-3) for name in ("1x64", "2x128")]
+    runs = new_runs(data, ("1x64", "2x128"))
     args = gpu.parse_args(["--device", "cpu", "--out", str(tmp_path), "--epochs", "5", "--batch", "2",
                            "--corpus-per-batch", "1", "--check-every", "10", "--no-bf16", "--lr", "1e-3"])
     seen = data[2:4]
     steps = gpu.train(runs, data, data[:2], data[:2], seen, 2, args)
     assert steps == 20  # 5 epochs of 8 replies, 2 a step
-    tok = AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR))
-    tok.pad_token_id = 2
+    tok = tiny_tokenizer()
     for run in runs:
         assert [r["step"] for r in run.curve] == [0, 10, 20]
         assert run.curve[-1]["heldout_alpha_topk"] > run.curve[0]["heldout_alpha_topk"]
@@ -80,22 +93,17 @@ def test_the_rejection_rate_term_reaches_the_loss_and_the_log(tmp_path):
     """--tvd W adds W x (1 - the acceptance bound at --tvd-temperature) to every step's loss, as
     the CPU trainer's --tvd does, and the saved log records it."""
     data = made_up_data(4)
-    cfg = SimpleNamespace(vocab_size=distill.VOCAB_SIZE, bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    kept = distill.choose_vocab(data, special=[0, 1, 2], k=12)
     losses = {}
     for tvd in ("0", "1"):
         torch.manual_seed(0)
-        run = gpu.Run("1x64", distill.make_draft(cfg, torch.randn(distill.VOCAB_SIZE, 576), kept, gpu.parse_shape("1x64")), 1e-3)
+        run, = new_runs(data, ("1x64",))
         args = gpu.parse_args(["--device", "cpu", "--out", str(tmp_path / tvd), "--epochs", "0.5", "--batch", "2",
                                "--corpus-per-batch", "0", "--corpus-windows", "0", "--no-bf16", "--tvd", tvd])
         steps = gpu.train([run], data, [], data[:2], data[2:], 2, args)
         losses[tvd] = run.curve[0]["loss"]
     # the same draft and batch: the difference is 1 - the bound at T = 0.7, in (0, 1)
     assert 0 < losses["1"] - losses["0"] < 1
-    from transformers import AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(str(TINY_TARGET_DIR))
-    tok.pad_token_id = 2
-    gpu.save(run, tok, args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}},
+    gpu.save(run, tiny_tokenizer(), args, steps, {"train_seconds": 1.0, "heldout_kept_coverage": {"mass": 1, "argmax": 1}},
              data[:2], data[2:])
     log = json.loads((tmp_path / "1" / "1x64" / "train_log.json").read_text())
     assert log["tvd"] == 1.0 and log["tvd_temperature"] == 0.7
