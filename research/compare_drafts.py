@@ -6,6 +6,7 @@ difference with a paired bootstrap interval.
     python -m research.compare_drafts --a DIR --b DIR --replies 48 --temperature 0.7 1.0 --out F
     python -m research.compare_drafts --b DIR --set [N]       # on the realistic set, per category
     python -m research.compare_drafts --chain A_VS_B.json B_VS_C.json --out A_VS_C.json
+    python -m research.compare_drafts --pool SEED0.json SEED1000.json --out POOLED.json
 
 Why paired: the evaluate command's alpha comes from 8 replies, and its 95% interval is about
 +-0.04 wide, mostly because some replies are easy for any draft and others hard. Two drafts
@@ -126,6 +127,36 @@ def chain(first: dict, second: dict) -> dict:
     return out
 
 
+def pool(results: list[dict]) -> dict:
+    """One a-vs-b comparison from several --set runs of the same two drafts on the same prompts
+    with different --seed (independent draws of target replies): every reply counts, and the
+    bootstrap resamples *prompts*, each with all its replies, since replies to one prompt share
+    what makes it easy or hard (a cluster bootstrap, Efron & Tibshirani 1993, ch. 13). Raises
+    ValueError unless the runs name the same drafts, reply length and prompts and no seed repeats."""
+    first = results[0]
+    seeds = [r.get("seed", 0) for r in results]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds {seeds}: a seed given twice counts the same replies twice")
+    for r in results[1:]:
+        if (r["a"], r["b"], r["tokens_per_reply"]) != (first["a"], first["b"], first["tokens_per_reply"]):
+            raise ValueError("the runs compare other drafts or other reply lengths")
+    out = {"a": first["a"], "b": first["b"], "tokens_per_reply": first["tokens_per_reply"],
+           "prompts": first.get("prompts"), "commit": " and ".join(r["commit"] for r in results),
+           "pooled_seeds": seeds, "seconds": round(sum(r["seconds"] for r in results), 1)}
+    for t in (k for k in first if k.startswith("T=")):
+        ids = [x["id"] for x in first[t]["per_reply"]]
+        if any([x["id"] for x in r[t]["per_reply"]] != ids for r in results):
+            raise ValueError(f"{t}: the runs did not sample the same prompts")
+        rows = list(zip(*(r[t]["per_reply"] for r in results)))         # [prompt][run]
+        side = lambda k: [torch.cat([torch.full((x["positions"],), x[k], dtype=torch.float64)  # noqa: E731
+                                     for x in runs]) for runs in rows]   # [positions over all runs] each
+        a, b = side("a"), side("b")
+        out[t] = {"by_category": by_category(a, b, [runs[0]["category"] for runs in rows]),
+                  "replies": len(ids) * len(results), "positions": sum(map(len, a)),
+                  "b_minus_a": paired_bootstrap_diff(a, b)}
+    return out
+
+
 def load_sides(a: Path, b: Path, device: str):
     """(pair_a, pair_b): the flagship target with draft a and with draft b, one target shared."""
     from app.gguf import load_draft
@@ -157,9 +188,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--chain", type=Path, nargs=2, metavar=("A_VS_B", "B_VS_C"),
                     help="no sampling: a against c from two comparisons' JSON that share draft b (chain)")
+    ap.add_argument("--pool", type=Path, nargs="+", metavar="SET_JSON",
+                    help="no sampling: one comparison from --set runs of other seeds, prompts resampled (pool)")
     args = ap.parse_args(argv)
-    if args.chain:
-        result = chain(*(json.loads(f.read_text()) for f in args.chain))
+    if args.chain or args.pool:
+        docs = [json.loads(f.read_text()) for f in (args.chain or args.pool)]
+        result = chain(*docs) if args.chain else pool(docs)
         if args.out:
             args.out.write_text(json.dumps(result, indent=1) + "\n")
         return result

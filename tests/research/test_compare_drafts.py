@@ -184,3 +184,42 @@ def test_seed_samples_other_replies_and_the_command_passes_it_on(embedded_pair, 
     monkeypatch.setattr(cd, "compare", lambda *a, **k: seen.append(a[6] if len(a) > 6 else k.get("seed")) or {"per_reply": []})
     out = cd.main(["--b-int8", "--replies", "2", "--seed", "1000", "--out", str(tmp_path / "c.json")])
     assert seen == [1000] and out["seed"] == 1000
+
+
+def test_pool_resamples_prompts_with_all_their_replies_and_refuses_mixed_runs(tmp_path):
+    """Two --set runs of new replies to the same prompts pool into one comparison: the means
+    weigh every position of both runs, and the bootstrap resamples prompts with both their
+    replies, so a second run that repeats the first's values adds no false precision (the
+    interval stays the one run's). A repeated seed, other prompts or other drafts are refused."""
+    from research.compare_drafts import main, pool
+    gen = torch.Generator().manual_seed(1)
+    lens = [int(n) for n in torch.randint(3, 12, (30,), generator=gen)]
+    cats = [("x", "y")[i % 2] for i in range(30)]
+    a1, b1, a2, b2 = ([torch.rand(n, generator=gen, dtype=torch.float64) * s for n in lens] for s in (0.6, 0.7, 0.6, 0.7))
+    run1, run2 = _set_comparison(a1, b1, cats, "B"), _set_comparison(a2, b2, cats, "B")
+    run1["seed"], run2["seed"] = 0, 1000
+    got = pool([run1, run2])["T=0.7"]
+    w = torch.tensor(lens, dtype=torch.float64)
+    means = [((torch.stack([x.mean() for x in v]) * w).sum() + (torch.stack([x.mean() for x in u]) * w).sum())
+             / (2 * w.sum()) for v, u in ((a1, a2), (b1, b2))]
+    assert got["b_minus_a"]["diff"] == pytest.approx((means[1] - means[0]).item(), abs=1e-4)
+    assert got["replies"] == 60 and set(got["by_category"]) == {"x", "y", "overall"}
+    twice = _set_comparison(a1, b1, cats, "B")
+    twice["seed"] = 1000
+    same = pool([run1, twice])["T=0.7"]["b_minus_a"]
+    one = pool([run1])["T=0.7"]["b_minus_a"]
+    assert same["ci"] == pytest.approx(one["ci"], abs=2e-4)
+    assert one["ci"] == pytest.approx(run1["T=0.7"]["b_minus_a"]["ci"], abs=2e-4)
+    with pytest.raises(ValueError, match="seed"):
+        pool([run1, run1])
+    other = _set_comparison(a2[:-1], b2[:-1], cats[:-1], "B")
+    other["seed"] = 5
+    with pytest.raises(ValueError, match="same prompts"):
+        pool([run1, other])
+    with pytest.raises(ValueError, match="other drafts"):
+        pool([run1, {**run2, "b": {"draft": "C"}}])
+    import json
+    for name, doc in (("r1.json", run1), ("r2.json", run2)):
+        (tmp_path / name).write_text(json.dumps(doc))
+    out = main(["--pool", str(tmp_path / "r1.json"), str(tmp_path / "r2.json"), "--out", str(tmp_path / "p.json")])
+    assert out["pooled_seeds"] == [0, 1000] and json.loads((tmp_path / "p.json").read_text())["T=0.7"]["replies"] == 60
