@@ -95,6 +95,13 @@ def by_task(rows: list[dict]) -> dict:
 ROUNDING = 1e-4  # per_reply alphas are kept to 4 decimals: a draft's two roundings differ by < 1e-4
 
 
+def spread(row: dict, side: str) -> torch.Tensor:
+    """A saved reply's alpha under draft `side` ("a" or "b") as per-position values [positions]:
+    its mean repeated, which leaves every token-weighted mean and reply-resampling bootstrap as
+    the per-position values would give them (chain, pool)."""
+    return torch.full((row["positions"],), row[side], dtype=torch.float64)
+
+
 def chain(first: dict, second: dict) -> dict:
     """a against c from two comparisons that share a draft (first: a vs b, second: b vs c)
     and therefore the same target replies: a retrained draft against the draft two steps back
@@ -114,8 +121,7 @@ def chain(first: dict, second: dict) -> dict:
         same = list(map(key, r1)) == list(map(key, r2))
         if not same or any(abs(x["b"] - y["a"]) > ROUNDING for x, y in zip(r1, r2)):
             raise ValueError(f"{t}: the comparisons did not score the same replies with the same middle draft")
-        a = [torch.full((x["positions"],), x["a"], dtype=torch.float64) for x in r1]   # [positions] each
-        c = [torch.full((y["positions"],), y["b"], dtype=torch.float64) for y in r2]
+        a, c = [spread(x, "a") for x in r1], [spread(y, "b") for y in r2]              # [positions] each
         mean = lambda v: round(torch.cat(v).mean().item(), 4)  # noqa: E731
         extra = {"by_category": by_category(a, c, [x["category"] for x in r1])} if "category" in r1[0] else {}
         out[t] = {**extra, "replies": len(r1), "positions": first[t]["positions"],
@@ -148,9 +154,7 @@ def pool(results: list[dict]) -> dict:
         if any([x["id"] for x in r[t]["per_reply"]] != ids for r in results):
             raise ValueError(f"{t}: the runs did not sample the same prompts")
         rows = list(zip(*(r[t]["per_reply"] for r in results)))         # [prompt][run]
-        side = lambda k: [torch.cat([torch.full((x["positions"],), x[k], dtype=torch.float64)  # noqa: E731
-                                     for x in runs]) for runs in rows]   # [positions over all runs] each
-        a, b = side("a"), side("b")
+        a, b = ([torch.cat([spread(x, k) for x in runs]) for runs in rows] for k in "ab")  # [positions, all runs]
         out[t] = {"by_category": by_category(a, b, [runs[0]["category"] for runs in rows]),
                   "replies": len(ids) * len(results), "positions": sum(map(len, a)),
                   "b_minus_a": paired_bootstrap_diff(a, b)}
