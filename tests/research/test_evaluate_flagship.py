@@ -8,6 +8,18 @@ from app.assets import SMOLLM2_DRAFT_DIR
 from tests.support import HAS_DRAFT, needs_package
 
 
+def assert_cost_consistent(cost: dict) -> None:
+    """c = t_draft / t_target as research.evaluate.cost_ratio writes it: both times measured
+    (> 0) and c their ratio up to the rounding of the three numbers (c to 3 decimals, the times
+    to 3 decimals of a ms). Not c < 1: that is a timing, and on a CPU shared with busier
+    processes both passes mostly wait for a core, which pulls c towards 1 (research/RESULTS.md)."""
+    t_draft, t_target = cost["t_draft_ms"], cost["t_target_ms"]
+    assert t_draft > 0 and t_target > 0
+    ratio = t_draft / t_target
+    rounding = 5e-4 + ratio * (5e-4 / t_draft + 5e-4 / t_target)  # c's, then the two times'
+    assert cost["c"] == pytest.approx(ratio, abs=rounding)
+
+
 @needs_package
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_DRAFT, reason="demo_models/smollm2_draft not trained yet")
@@ -21,7 +33,8 @@ def test_quick_evaluation_measures_what_the_model_card_prints(first_load, monkey
     result = evaluate.main(["--pair", "smollm2", "--quick", "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     assert 0 < result["own_samples_T=0.7"]["alpha"] <= 1 and result["own_samples_T=0.7"]["positions"] > 0
-    assert 0 < result["cost"]["c"] < 1 and result["greedy_identical"] is True
+    assert_cost_consistent(result["cost"])
+    assert result["greedy_identical"] is True
     assert result["best_greedy"]["gamma"] in (1, 2, 3, 4, 6) and result["regime"]["q"] == 8
     assert result["commit"] == evaluate.code_version()  # which code measured it
     assert result["complete"] is True and result["stages_done"] == [
@@ -53,7 +66,8 @@ def test_an_evaluation_stopped_part_way_keeps_its_finished_stages(first_load, mo
     part = json.loads(out.read_text())
     assert part["complete"] is False and part["stages_done"] == [
         "alpha at T = 0.7", "alpha at T = 1.0", "c and the regime probe"]
-    assert 0 < part["own_samples_T=1.0"]["alpha"] <= 1 and 0 < part["cost"]["c"] < 1
+    assert 0 < part["own_samples_T=1.0"]["alpha"] <= 1
+    assert_cost_consistent(part["cost"])
     assert "speed_greedy" not in part and part["device"] == "cpu"
     for name in ("train_log.json", "config.json"):  # the shipped draft's, beside the unfinished run
         (tmp_path / name).write_text((SMOLLM2_DRAFT_DIR / name).read_text())
